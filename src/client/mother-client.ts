@@ -1,0 +1,141 @@
+// The mother API client: both contract operations, signed, hardened, skew-corrected.
+import { inspect } from 'node:util';
+import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNotAllowedError, type MotherError, ServerValidationError } from '../errors.js';
+import { endpointUrl, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { type Release, serializeRelease, validateRelease } from '../release.js';
+import { assertCredentials, signRequest } from '../signing.js';
+import { createSkewClock } from './clock.js';
+import { type FetchLike, parseRetryAfter, postOnce, type RawResponse } from './http.js';
+import { errorBodySchema, type LicenseResponse, licenseResponseSchema, type ReleaseResponse, releaseResponseSchema } from './license-response.js';
+
+export interface MotherClientOptions {
+  /** Base address of the mother's partner API; `license.php` and `release.php` are joined to it. */
+  baseUrl: string;
+  /** The panel's API key. */
+  apiKey: string;
+  /** The panel's API secret. Kept in a closure; never logged, inspected or serialized. */
+  apiSecret: string;
+  /** Abort a request (body included) after this many milliseconds. @default 10000 */
+  timeoutMs?: number;
+  /** Refuse answers larger than this many bytes. @default 1048576 (1 MiB) */
+  maxResponseBytes?: number;
+  /** Allow plain `http:` to a non-loopback host. @default false */
+  allowInsecureHttp?: boolean;
+  /** The fetch implementation. @default globalThis.fetch */
+  fetch?: FetchLike;
+  /** Local clock in milliseconds; injected by tests. @default Date.now */
+  now?: () => number;
+}
+
+export interface MotherClient {
+  /** POST license.php with an empty signed body; resolves with the schema-checked answer. */
+  checkLicense(): Promise<LicenseResponse>;
+  /** Validates the release locally, then POSTs release.php; resolves with `{ ok, release_id }`. */
+  pushRelease(release: Release): Promise<ReleaseResponse>;
+  /** Sends a body already serialized by `serializeRelease` (used by the outbox: exact stored bytes). */
+  pushSerializedRelease(body: string): Promise<ReleaseResponse>;
+  /** Milliseconds the mother's clock is ahead of ours, as last measured. */
+  clockOffsetMs(): number;
+  /** The endpoint base, for logs and status pages (no credentials in it). */
+  readonly baseUrl: string;
+}
+
+const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
+const EMPTY = new Uint8Array(0);
+const USER_AGENT = 'panel-license-guard/1';
+
+function parseJson(raw: RawResponse): unknown {
+  try {
+    return JSON.parse(raw.text);
+  } catch (error) {
+    const looksHtml = /^\s*</.test(raw.text);
+    const what = raw.text.length === 0 ? 'an empty body' : looksHtml ? 'an HTML page' : 'invalid JSON';
+    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what} instead of JSON.`, raw.status, error);
+  }
+}
+
+/** Turns a non-2xx answer into the error class of its kind. */
+function errorFor(raw: RawResponse, nowMs: number): MotherError {
+  let serverMessage: string | undefined;
+  try {
+    const parsed = errorBodySchema.safeParse(JSON.parse(raw.text));
+    if (parsed.success) serverMessage = parsed.data.error;
+  } catch {
+    // 401/405 bodies are not specified by the contract: HTML or empty is fine.
+  }
+  const suffix = serverMessage ? `: ${serverMessage}` : '.';
+  if (raw.status === 401) return new AuthenticationError(`The mother rejected the credentials or signature (HTTP 401)${suffix}`);
+  if (raw.status === 405) return new MethodNotAllowedError(`The mother refused the method (HTTP 405)${suffix}`);
+  if (raw.status === 422) return new ServerValidationError(serverMessage ?? 'validation failed (no message given)');
+  const retryAfter = parseRetryAfter(raw.headers.get('retry-after'), nowMs);
+  return new HttpStatusError(raw.status, `The mother answered HTTP ${raw.status}${suffix}`, retryAfter);
+}
+
+function parseWith<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } },
+  raw: RawResponse,
+  what: string,
+): T {
+  const result = schema.safeParse(parseJson(raw));
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const where = issue ? `\`${issue.path.map(String).join('.') || '(root)'}\`: ${issue.message}` : 'unknown shape';
+  throw new MalformedResponseError(`The mother's ${what} answer does not match the contract (${where}).`, raw.status);
+}
+
+export function createMotherClient(options: MotherClientOptions): MotherClient {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
+  rejectUnknownOptions('createMotherClient', options, KNOWN);
+  const { apiKey, apiSecret } = options;
+  assertCredentials(apiKey, apiSecret);
+  const allowInsecureHttp = options.allowInsecureHttp === true;
+  const base = parseBaseUrl(options.baseUrl, allowInsecureHttp);
+  const timeoutMs = positiveInteger('timeoutMs', options.timeoutMs, 10_000);
+  const maxResponseBytes = positiveInteger('maxResponseBytes', options.maxResponseBytes, 1024 * 1024);
+  const fetchImpl = optionalFunction<FetchLike>('fetch', options.fetch) ?? ((url, init) => globalThis.fetch(url, init));
+  const nowMs = optionalFunction<() => number>('now', options.now) ?? Date.now;
+  const clock = createSkewClock(nowMs);
+  const licenseUrl = endpointUrl(base, 'license.php');
+  const releaseUrl = endpointUrl(base, 'release.php');
+
+  /** Signs and sends; on a 401 whose Date shows our clock far off, corrects it and retries once. */
+  async function send(url: string, body: string): Promise<RawResponse> {
+    const bytes = body === '' ? EMPTY : Buffer.from(body, 'utf8');
+    for (let attempt = 0; ; attempt++) {
+      const headers: Record<string, string> = {
+        ...signRequest({ apiKey, apiSecret, body: bytes, timestamp: clock.nowSeconds() }),
+        Accept: 'application/json',
+        'User-Agent': USER_AGENT,
+      };
+      if (bytes.byteLength > 0) headers['Content-Type'] = 'application/json';
+      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs, maxResponseBytes, nowMs });
+      if (raw.status >= 200 && raw.status < 300) return raw;
+      if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
+      throw errorFor(raw, nowMs());
+    }
+  }
+
+  async function pushSerializedRelease(body: string): Promise<ReleaseResponse> {
+    const raw = await send(releaseUrl, body);
+    return parseWith(releaseResponseSchema, raw, 'release');
+  }
+
+  const client: MotherClient = {
+    baseUrl: base.toString(),
+    async checkLicense() {
+      const raw = await send(licenseUrl, '');
+      const answer = parseWith(licenseResponseSchema, raw, 'license');
+      if (answer.server_time !== undefined) clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
+      return answer;
+    },
+    async pushRelease(release) {
+      return pushSerializedRelease(serializeRelease(validateRelease(release)));
+    },
+    pushSerializedRelease,
+    clockOffsetMs: () => clock.offsetMs(),
+  };
+  // The secret lives only in this closure, but say so explicitly for inspect/JSON as well.
+  Object.defineProperty(client, inspect.custom, { value: () => `MotherClient { baseUrl: '${client.baseUrl}' }` });
+  Object.defineProperty(client, 'toJSON', { value: () => ({ baseUrl: client.baseUrl }) });
+  return client;
+}

@@ -1,0 +1,150 @@
+// An emulator of the mother platform: the partner API of the contract, on 127.0.0.1, with faults.
+import type { AddressInfo } from 'node:net';
+import express, { type Request, type Response } from 'express';
+import { verifySignature } from '../signing.js';
+import { mountAdminRoutes } from './admin.js';
+import { appliesDelay, applyFailureFault, type EmulatorFaults, sendJson } from './faults.js';
+import { type EmulatedRelease, type EmulatedRequest, type EmulatorPanel, EmulatorState } from './state.js';
+
+export type { EmulatedRelease, EmulatedRequest, EmulatorFaults, EmulatorPanel };
+
+export interface MotherEmulatorOptions {
+  /** The panels the emulator knows, each with its credentials, verdict and branding. */
+  panels: EmulatorPanel[];
+  /** Seconds a request timestamp may differ from the emulator's clock. @default 300 */
+  windowSeconds?: number;
+  /** Port to listen on. @default 0 (a free port) */
+  port?: number;
+  /** Address to listen on. Loopback only by design: the admin routes are unauthenticated. @default '127.0.0.1' */
+  host?: '127.0.0.1' | 'localhost' | '::1';
+  /** Path prefix of the partner API; the returned `url` includes it. @default '/api/partner' */
+  basePath?: string;
+  /** Serve `/__emulator/*` admin routes to flip licenses and faults over HTTP. @default true */
+  admin?: boolean;
+  /** The emulator's clock in milliseconds. @default Date.now */
+  now?: () => number;
+}
+
+export interface MotherEmulator {
+  /** Base URL to give the client, e.g. `http://127.0.0.1:41234/api/partner`. */
+  readonly url: string;
+  /** Origin of the admin routes, e.g. `http://127.0.0.1:41234/__emulator`. */
+  readonly adminUrl: string;
+  /** Changes a panel's verdict or branding; the next check sees it. */
+  setPanel(apiKey: string, patch: Partial<Omit<EmulatorPanel, 'apiKey'>>): void;
+  /** Replaces the active faults (pass `{}` to heal). */
+  setFaults(faults: EmulatorFaults): void;
+  /** Every release accepted, in order. */
+  readonly releases: readonly EmulatedRelease[];
+  /** Every request received (the most recent 10,000), in order. */
+  readonly requests: readonly EmulatedRequest[];
+  /** Forgets recorded releases and requests. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function createMotherEmulator(options: MotherEmulatorOptions): Promise<MotherEmulator> {
+  const state = new EmulatorState(options.panels);
+  const windowSeconds = options.windowSeconds ?? 300;
+  const basePath = (options.basePath ?? '/api/partner').replace(/\/+$/, '');
+  const localNow = options.now ?? Date.now;
+  const now = () => localNow() + (state.faults.clockOffsetSeconds ?? 0) * 1000;
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  if (options.admin !== false) mountAdminRoutes(app, state);
+
+  // Raw bytes: the signature covers the body exactly as sent, so nothing may parse it first.
+  const rawBody = express.raw({ type: () => true, limit: '1mb' });
+
+  function handler(endpoint: 'license.php' | 'release.php') {
+    return async (req: Request, res: Response) => {
+      const faults = state.faults;
+      const apiKey = req.get('x-api-key') ?? '';
+      const record = (status: number) => state.recordRequest({ endpoint, method: req.method, apiKey, status, at: now() });
+      res.on('finish', () => record(res.statusCode));
+      res.setHeader('Date', new Date(now()).toUTCString());
+      const delay = appliesDelay(faults, endpoint);
+      if (delay > 0) await sleep(delay);
+      if (res.destroyed) return;
+      if (applyFailureFault(res, faults, endpoint)) return;
+      if (req.method !== 'POST') {
+        res.status(405).setHeader('Allow', 'POST').json({ ok: false, error: 'Method not allowed. POST is required.' });
+        return;
+      }
+      const body: Buffer = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const panel = state.panel(apiKey);
+      const verdict = verifySignature({
+        apiKey,
+        apiSecret: panel?.apiSecret ?? '',
+        body,
+        timestamp: req.get('x-timestamp'),
+        signature: req.get('x-signature'),
+        windowSeconds,
+        now: Math.floor(now() / 1000),
+      });
+      if (!panel || !verdict.ok) {
+        res.status(401).json({ ok: false, error: 'Unauthorized.' });
+        return;
+      }
+      if (endpoint === 'license.php') {
+        const answer = faults.licenseBody !== undefined ? faults.licenseBody : state.licenseAnswer(panel, Math.floor(now() / 1000));
+        sendJson(res, faults, endpoint, 200, answer);
+        return;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch {
+        res.status(422).json({ ok: false, error: 'Invalid JSON body.' });
+        return;
+      }
+      const release = (parsed as { release?: unknown } | null)?.release;
+      const title = (release as { title?: unknown } | null | undefined)?.title;
+      if (typeof release !== 'object' || release === null || typeof title !== 'string' || title.trim() === '') {
+        res.status(422).json({ ok: false, error: 'Missing release title.' });
+        return;
+      }
+      const id = state.recordRelease(apiKey, release as Record<string, unknown>, now());
+      sendJson(res, faults, endpoint, faults.successStatus ?? 200, { ok: true, release_id: id });
+    };
+  }
+
+  app.all(`${basePath}/license.php`, rawBody, handler('license.php'));
+  app.all(`${basePath}/release.php`, rawBody, handler('release.php'));
+  app.use((_req, res) => {
+    res.status(404).json({ ok: false, error: 'Not found.' });
+  });
+
+  const host = options.host ?? '127.0.0.1';
+  const server = await new Promise<import('node:http').Server>((resolve, reject) => {
+    const s = app.listen(options.port ?? 0, host, () => resolve(s));
+    s.once('error', reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const origin = `http://${host === '::1' ? '[::1]' : host}:${port}`;
+
+  return {
+    url: `${origin}${basePath}`,
+    adminUrl: `${origin}/__emulator`,
+    setPanel: (apiKey, patch) => state.setPanel(apiKey, patch),
+    setFaults: (faults) => {
+      state.faults = { ...faults };
+    },
+    get releases() {
+      return state.releases;
+    },
+    get requests() {
+      return state.requests;
+    },
+    reset: () => state.reset(),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

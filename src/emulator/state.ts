@@ -1,0 +1,97 @@
+// What the mother emulator knows: panels, faults, and a record of requests and releases.
+import type { EmulatorFaults } from './faults.js';
+
+export interface EmulatorPanel {
+  apiKey: string;
+  apiSecret: string;
+  /** The verdict returned by license.php. @default true */
+  active?: boolean;
+  /** `reason` returned with the verdict. @default null when active, "License suspended." otherwise */
+  reason?: string | null;
+  /** The panel record (contract §2.2); fields left out get demo values. */
+  panel?: Partial<Record<PanelField, string | null>>;
+}
+
+type PanelField = 'name' | 'billing_type' | 'status' | 'expires_at' | 'subdomain' | 'custom_domain' | 'brand_logo_url' | 'brand_color';
+
+export interface EmulatedRequest {
+  endpoint: 'license.php' | 'release.php';
+  method: string;
+  apiKey: string;
+  status: number;
+  at: number;
+}
+
+export interface EmulatedRelease {
+  releaseId: number;
+  apiKey: string;
+  release: Record<string, unknown>;
+  receivedAt: number;
+}
+
+const MAX_REQUESTS = 10_000;
+
+const DEFAULT_PANEL: Record<PanelField, string> = {
+  name: 'Demo Panel',
+  billing_type: 'monthly',
+  status: 'active',
+  expires_at: '2099-12-31',
+  subdomain: 'demo',
+  custom_domain: 'panel.example',
+  brand_logo_url: 'https://panel.example/logo.png',
+  brand_color: '#2563eb',
+};
+
+export class EmulatorState {
+  faults: EmulatorFaults = {};
+  readonly releases: EmulatedRelease[] = [];
+  readonly requests: EmulatedRequest[] = [];
+  private readonly panels = new Map<string, EmulatorPanel>();
+  private nextReleaseId = 1000;
+
+  constructor(panels: EmulatorPanel[]) {
+    if (!Array.isArray(panels) || panels.length === 0) {
+      throw new TypeError('panel-license-guard: createMotherEmulator() needs `panels`: an array of { apiKey, apiSecret, active?, panel? }.');
+    }
+    for (const panel of panels) {
+      if (!panel.apiKey || !panel.apiSecret) throw new TypeError('panel-license-guard: every emulator panel needs a non-empty `apiKey` and `apiSecret`.');
+      this.panels.set(panel.apiKey, { ...panel, panel: { ...panel.panel } });
+    }
+  }
+
+  panel(apiKey: string): EmulatorPanel | undefined {
+    return this.panels.get(apiKey);
+  }
+
+  apiKeys(): string[] {
+    return [...this.panels.keys()];
+  }
+
+  setPanel(apiKey: string, patch: Partial<Omit<EmulatorPanel, 'apiKey'>>): void {
+    const current = this.panels.get(apiKey);
+    if (!current) throw new Error(`The emulator knows no panel with API key "${apiKey}".`);
+    this.panels.set(apiKey, { ...current, ...patch, apiKey, panel: { ...current.panel, ...patch.panel } });
+  }
+
+  licenseAnswer(panel: EmulatorPanel, serverTime: number): unknown {
+    const active = panel.active ?? true;
+    const reason = panel.reason !== undefined ? panel.reason : active ? null : 'License suspended.';
+    return { ok: true, active, reason, panel: { ...DEFAULT_PANEL, ...panel.panel }, server_time: serverTime };
+  }
+
+  recordRequest(request: EmulatedRequest): void {
+    this.requests.push(request);
+    if (this.requests.length > MAX_REQUESTS) this.requests.splice(0, this.requests.length - MAX_REQUESTS);
+  }
+
+  recordRelease(apiKey: string, release: Record<string, unknown>, at: number): number {
+    const releaseId = this.nextReleaseId++;
+    this.releases.push({ releaseId, apiKey, release, receivedAt: at });
+    return releaseId;
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+    this.releases.length = 0;
+  }
+}

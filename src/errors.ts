@@ -1,0 +1,119 @@
+// One error class per failure kind, each with a stable `code` and a `retryable` flag (after ky).
+
+export type MotherErrorCode =
+  | 'AUTH_REJECTED'
+  | 'METHOD_NOT_ALLOWED'
+  | 'VALIDATION_FAILED'
+  | 'HTTP_STATUS'
+  | 'REDIRECT_REFUSED'
+  | 'TIMEOUT'
+  | 'NETWORK'
+  | 'MALFORMED_RESPONSE'
+  | 'RESPONSE_TOO_LARGE';
+
+/** Base class of every failure talking to the mother. Messages never contain credentials. */
+export class MotherError extends Error {
+  override name = 'MotherError';
+  readonly code: MotherErrorCode;
+  /** True when the same request may succeed later unchanged (outage, timeout, bad gateway…). */
+  readonly retryable: boolean;
+  /** HTTP status of the response, when there was one. */
+  readonly status: number | undefined;
+  /** Delay the mother asked for through `Retry-After`, in milliseconds. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(code: MotherErrorCode, message: string, opts: { retryable: boolean; status?: number; retryAfterMs?: number; cause?: unknown }) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.code = code;
+    this.retryable = opts.retryable;
+    this.status = opts.status;
+    this.retryAfterMs = opts.retryAfterMs;
+  }
+}
+
+/** 401: bad or missing key or signature, or a stale timestamp. */
+export class AuthenticationError extends MotherError {
+  override name = 'AuthenticationError';
+  constructor(message: string, status = 401) {
+    super('AUTH_REJECTED', message, { retryable: false, status });
+  }
+}
+
+/** 405: the mother wants another method (a proxy in between rewrote the request). */
+export class MethodNotAllowedError extends MotherError {
+  override name = 'MethodNotAllowedError';
+  constructor(message: string) {
+    super('METHOD_NOT_ALLOWED', message, { retryable: false, status: 405 });
+  }
+}
+
+/** 422: the mother refused the payload; `serverMessage` is its `error` text. */
+export class ServerValidationError extends MotherError {
+  override name = 'ServerValidationError';
+  readonly serverMessage: string;
+  constructor(serverMessage: string) {
+    super('VALIDATION_FAILED', `The mother rejected the request: ${serverMessage}`, { retryable: false, status: 422 });
+    this.serverMessage = serverMessage;
+  }
+}
+
+/** Any other non-2xx status. 408, 425, 429 and 5xx are retryable. */
+export class HttpStatusError extends MotherError {
+  override name = 'HttpStatusError';
+  constructor(status: number, message: string, retryAfterMs?: number) {
+    const retryable = status === 408 || status === 425 || status === 429 || status >= 500;
+    super('HTTP_STATUS', message, retryAfterMs === undefined ? { retryable, status } : { retryable, status, retryAfterMs });
+  }
+}
+
+/** A 3xx answer. Never followed: fetch would forward the signed headers to the new host. */
+export class RedirectRefusedError extends MotherError {
+  override name = 'RedirectRefusedError';
+  constructor(status: number) {
+    super('REDIRECT_REFUSED', `The mother answered with a redirect (HTTP ${status}); redirects are never followed. Set \`baseUrl\` to the final address.`, {
+      retryable: false,
+      status,
+    });
+  }
+}
+
+export class TimeoutError extends MotherError {
+  override name = 'TimeoutError';
+  constructor(timeoutMs: number, cause?: unknown) {
+    super('TIMEOUT', `The mother did not answer within ${timeoutMs} ms.`, { retryable: true, cause });
+  }
+}
+
+export class NetworkError extends MotherError {
+  override name = 'NetworkError';
+  constructor(message: string, cause?: unknown) {
+    super('NETWORK', message, { retryable: true, cause });
+  }
+}
+
+/** The answer was not the JSON the contract describes (HTML error page, bad types, cut off…). */
+export class MalformedResponseError extends MotherError {
+  override name = 'MalformedResponseError';
+  constructor(message: string, status: number, cause?: unknown) {
+    super('MALFORMED_RESPONSE', message, { retryable: true, status, cause });
+  }
+}
+
+export class ResponseTooLargeError extends MotherError {
+  override name = 'ResponseTooLargeError';
+  constructor(limitBytes: number, status: number) {
+    super('RESPONSE_TOO_LARGE', `The mother's answer exceeded ${limitBytes} bytes and was refused.`, { retryable: true, status });
+  }
+}
+
+/** A release refused locally, before any network call. `field` names the offending field. */
+export class InvalidReleaseError extends Error {
+  override name = 'InvalidReleaseError';
+  readonly code = 'INVALID_RELEASE';
+  readonly retryable = false;
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.field = field;
+  }
+}

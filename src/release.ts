@@ -1,0 +1,93 @@
+// The release record of contract §2.3, validated locally before anything is queued or sent.
+import { z } from 'zod';
+import { InvalidReleaseError } from './errors.js';
+
+/** Text fields are capped so a runaway form cannot queue megabytes (the contract names no limit). */
+export const MAX_TEXT_LENGTH = 500;
+export const MAX_URL_LENGTH = 2048;
+
+const text = z.string().max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
+
+function isRealDate(value: string): boolean {
+  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+  if (!match) return false;
+  const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+function isHttpUrl(value: string): boolean {
+  if (value !== value.trim()) return false;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' || url.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}
+
+// ISRC: country (2 letters), registrant (3 alphanumerics), year (2 digits), designation (5 digits).
+const ISRC = /^[A-Z]{2}[A-Z0-9]{3}\d{2}\d{5}$/;
+
+const releaseSchema = z.strictObject({
+  title: z
+    .string()
+    .refine((v) => v.trim().length > 0, 'Missing release title.')
+    .pipe(text),
+  album: text.optional(),
+  primary_artist: text.optional(),
+  singer: text.optional(),
+  music_director: text.optional(),
+  lyricist: text.optional(),
+  genre: text.optional(),
+  language: text.optional(),
+  label: text.optional(),
+  isrc: z
+    .string()
+    .transform((v) => v.replaceAll('-', '').toUpperCase())
+    .refine((v) => ISRC.test(v), 'must be an ISRC: 12 characters CCXXXYYNNNNN (hyphens allowed), e.g. US-RC1-76-07839')
+    .optional(),
+  upc_code: z
+    .string()
+    .regex(/^\d{12,13}$/, 'must be 12 or 13 digits')
+    .optional(),
+  release_date: z.string().refine(isRealDate, 'must be a real calendar date YYYY-MM-DD').optional(),
+  remote_track_id: text.refine((v) => v.length > 0, 'must not be empty').optional(),
+  audio_url: z.string().max(MAX_URL_LENGTH).refine(isHttpUrl, 'must be an absolute http(s) URL').optional(),
+  cover_url: z.string().max(MAX_URL_LENGTH).refine(isHttpUrl, 'must be an absolute http(s) URL').optional(),
+});
+
+/** A release as accepted by `pushRelease` and `outbox.enqueue` (contract §2.3: all strings). */
+export type Release = z.input<typeof releaseSchema>;
+
+/** Field names of the release record, in contract order. */
+export const RELEASE_FIELDS = Object.keys(releaseSchema.shape) as (keyof Release)[];
+
+/**
+ * Validates a release and returns its normalized form (ISRC upper-cased, hyphens removed).
+ * Throws InvalidReleaseError naming the first offending field.
+ */
+export function validateRelease(input: unknown): Release {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new InvalidReleaseError('release', 'A release must be an object with at least a `title`.');
+  }
+  const result = releaseSchema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (!issue) throw new InvalidReleaseError('release', 'Invalid release.');
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] ?? 'unknown';
+    throw new InvalidReleaseError(key, `Unknown release field \`${key}\`. Allowed fields: ${RELEASE_FIELDS.join(', ')}.`);
+  }
+  const field = String(issue.path[0] ?? 'release');
+  if (field === 'title' && (issue.code === 'invalid_type' || issue.message === 'Missing release title.')) {
+    throw new InvalidReleaseError('title', 'Missing release title.');
+  }
+  if (issue.code === 'invalid_type') throw new InvalidReleaseError(field, `Release field \`${field}\` must be a string.`);
+  throw new InvalidReleaseError(field, `Release field \`${field}\` ${issue.message}.`);
+}
+
+/** Serializes a validated release once; these exact bytes are signed and sent. */
+export function serializeRelease(release: Release): string {
+  return JSON.stringify({ release });
+}

@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { signRequest } from '../src/signing.js';
+import { API_KEY, API_SECRET, DEMO_PANEL, startEmulator } from './helpers.js';
+
+let emulator: MotherEmulator;
+let nowMs = Date.now();
+beforeAll(async () => {
+  emulator = await startEmulator([DEMO_PANEL], { now: () => nowMs });
+});
+afterAll(() => emulator.close());
+beforeEach(() => {
+  nowMs = Date.now();
+  emulator.setFaults({});
+  emulator.reset();
+});
+
+function signedPost(path: string, body: string, timestamp = Math.floor(nowMs / 1000), secret = API_SECRET) {
+  return fetch(`${emulator.url}/${path}`, {
+    method: 'POST',
+    headers: { ...signRequest({ apiKey: API_KEY, apiSecret: secret, body, timestamp }), 'Content-Type': 'application/json' },
+    body,
+  });
+}
+
+describe('createMotherEmulator()', () => {
+  it('answers 405 with Allow: POST to other methods', async () => {
+    for (const method of ['GET', 'PUT', 'DELETE']) {
+      const res = await fetch(`${emulator.url}/license.php`, { method });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+      expect(await res.json()).toMatchObject({ ok: false });
+    }
+  });
+
+  it('answers 401 to a missing key, a bad signature and a stale timestamp', async () => {
+    expect((await fetch(`${emulator.url}/license.php`, { method: 'POST' })).status).toBe(401);
+    expect((await signedPost('license.php', '', undefined, 'wrong')).status).toBe(401);
+    expect((await signedPost('license.php', '', Math.floor(nowMs / 1000) - 301)).status).toBe(401);
+    expect((await signedPost('license.php', '', Math.floor(nowMs / 1000) - 299)).status).toBe(200);
+  });
+
+  it('checks the signature over the raw bytes, not a re-serialization', async () => {
+    const body = '{ "release" : { "title" : "Spaced" } }';
+    const timestamp = Math.floor(nowMs / 1000);
+    const headers = signRequest({ apiKey: API_KEY, apiSecret: API_SECRET, body: '{"release":{"title":"Spaced"}}', timestamp });
+    const res = await fetch(`${emulator.url}/release.php`, { method: 'POST', headers, body });
+    expect(res.status).toBe(401);
+    expect((await signedPost('release.php', body)).status).toBe(200);
+  });
+
+  it('answers 422 "Missing release title." and records accepted releases', async () => {
+    const res = await signedPost('release.php', '{"release":{"album":"A"}}');
+    expect(res.status).toBe(422);
+    expect(await res.json()).toEqual({ ok: false, error: 'Missing release title.' });
+    const ok = await signedPost('release.php', '{"release":{"title":"T","remote_track_id":"r1"}}');
+    expect(await ok.json()).toEqual({ ok: true, release_id: emulator.releases[0]?.releaseId });
+    expect(emulator.releases.map((r) => r.release.remote_track_id)).toEqual(['r1']);
+  });
+
+  it('shifts server_time and Date with clockOffsetSeconds', async () => {
+    emulator.setFaults({ clockOffsetSeconds: 600 });
+    const res = await signedPost('license.php', '', Math.floor(nowMs / 1000) + 600);
+    const body = (await res.json()) as { server_time: number };
+    expect(body.server_time).toBe(Math.floor(nowMs / 1000) + 600);
+    expect(Date.parse(res.headers.get('date') ?? '')).toBeGreaterThan(nowMs + 590_000);
+  });
+
+  it('scopes faults to one endpoint when asked', async () => {
+    emulator.setFaults({ down: true, endpoint: 'release.php' });
+    expect((await signedPost('license.php', '')).status).toBe(200);
+    expect((await signedPost('release.php', '{"release":{"title":"x"}}')).status).toBe(503);
+  });
+
+  describe('admin routes', () => {
+    it('flips a license and shows state without secrets', async () => {
+      const flip = await fetch(`${emulator.adminUrl}/panels/${API_KEY}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ active: false, reason: 'Suspended by admin' }),
+      });
+      expect(flip.status).toBe(200);
+      expect(await (await signedPost('license.php', '')).json()).toMatchObject({ active: false, reason: 'Suspended by admin' });
+      const state = await (await fetch(`${emulator.adminUrl}/state`)).text();
+      expect(state).not.toContain(API_SECRET);
+      emulator.setPanel(API_KEY, { active: true, reason: null });
+    });
+
+    it('refuses a non-boolean active', async () => {
+      const res = await fetch(`${emulator.adminUrl}/panels/${API_KEY}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"active":"no"}',
+      });
+      expect(res.status).toBe(422);
+    });
+  });
+});

@@ -1,0 +1,37 @@
+// Shared test fixtures: an emulator with one demo panel, and a client bound to it.
+import { createMotherClient, type MotherClientOptions } from '../src/client/mother-client.js';
+import { createMotherEmulator, type EmulatorPanel, type MotherEmulator } from '../src/emulator/emulator.js';
+
+export const API_KEY = 'pk_test_panel';
+export const API_SECRET = 'sk_test_0123456789abcdef';
+
+export const DEMO_PANEL: EmulatorPanel = {
+  apiKey: API_KEY,
+  apiSecret: API_SECRET,
+  active: true,
+  panel: { name: 'Rhythm Hub', brand_color: '#ff5500', brand_logo_url: 'https://cdn.rhythm.example/logo.png', expires_at: '2099-01-01' },
+};
+
+export async function startEmulator(
+  panels: EmulatorPanel[] = [DEMO_PANEL],
+  extra: { windowSeconds?: number; now?: () => number } = {},
+): Promise<MotherEmulator> {
+  return createMotherEmulator({ panels, ...extra });
+}
+
+export function clientFor(emulator: MotherEmulator, options: Partial<MotherClientOptions> = {}) {
+  return createMotherClient({ baseUrl: emulator.url, apiKey: API_KEY, apiSecret: API_SECRET, timeoutMs: 5000, ...options });
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `check` returns truthy, polling; fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+// Integration tests start real HTTP servers on 127.0.0.1:0; keep timeouts generous for a
+// shared 2-core machine, and never assert absolute timings (see bench/ for those).
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+  },
+});
