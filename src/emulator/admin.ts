@@ -1,7 +1,6 @@
 // Admin routes of the emulator: flip a license or a fault over HTTP (used by `npm start` demos).
 import express, { type Express } from 'express';
-import type { EmulatorFaults } from './faults.js';
-import type { EmulatorState } from './state.js';
+import type { EmulatorFaults, EmulatorState } from './state.js';
 
 /**
  * Mounts `/__emulator/*`. The emulator only listens on loopback, so these routes are

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
 import { verifySignature } from '../signing.js';
 import { mountAdminRoutes } from './admin.js';
-import { appliesDelay, applyFailureFault, type EmulatorFaults, sendJson } from './faults.js';
-import { type EmulatedRelease, type EmulatedRequest, type EmulatorPanel, EmulatorState } from './state.js';
+import { appliesDelay, applyFailureFault, sendJson } from './faults.js';
+import { type EmulatedRelease, type EmulatedRequest, type EmulatorFaults, type EmulatorPanel, EmulatorState } from './state.js';
 
 export type { EmulatedRelease, EmulatedRequest, EmulatorFaults, EmulatorPanel };
 

@@ -1,30 +1,6 @@
 // Fault switches of the mother emulator: outages, slowness, broken bodies, skewed clocks.
 import type { Response } from 'express';
-
-export interface EmulatorFaults {
-  /** Limit the faults below to one endpoint. @default both endpoints */
-  endpoint?: 'license.php' | 'release.php' | undefined;
-  /** Answer 503 with an HTML page, as a proxy in front of a dead mother would. @default false */
-  down?: boolean;
-  /** Answer 500 with an HTML error page. @default false */
-  htmlError?: boolean;
-  /** Answer this status with a JSON error body (e.g. 429, 408, 502). @default undefined */
-  status?: number | undefined;
-  /** `Retry-After` seconds sent with `down`, `htmlError` and `status`. @default undefined */
-  retryAfterSeconds?: number | undefined;
-  /** Wait this long before answering. @default 0 */
-  delayMs?: number;
-  /** Cut successful JSON answers in half. @default false */
-  truncateJson?: boolean;
-  /** Redirect every request to this URL with a 302. @default undefined */
-  redirectTo?: string | undefined;
-  /** Replace the license answer with this value, verbatim (for malformed-answer tests). @default undefined */
-  licenseBody?: unknown;
-  /** Status of a successful release push. @default 200 */
-  successStatus?: number;
-  /** Shift the emulator's clock (server_time, Date, signature window) by this many seconds. @default 0 */
-  clockOffsetSeconds?: number;
-}
+import type { EmulatorFaults } from './state.js';
 
 export const NO_FAULTS: Readonly<EmulatorFaults> = Object.freeze({});
 

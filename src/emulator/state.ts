@@ -1,5 +1,4 @@
 // What the mother emulator knows: panels, faults, and a record of requests and releases.
-import type { EmulatorFaults } from './faults.js';
 
 export interface EmulatorPanel {
   apiKey: string;
@@ -13,6 +12,31 @@ export interface EmulatorPanel {
 }
 
 type PanelField = 'name' | 'billing_type' | 'status' | 'expires_at' | 'subdomain' | 'custom_domain' | 'brand_logo_url' | 'brand_color';
+
+export interface EmulatorFaults {
+  /** Limit the faults below to one endpoint. @default both endpoints */
+  endpoint?: 'license.php' | 'release.php' | undefined;
+  /** Answer 503 with an HTML page, as a proxy in front of a dead mother would. @default false */
+  down?: boolean;
+  /** Answer 500 with an HTML error page. @default false */
+  htmlError?: boolean;
+  /** Answer this status with a JSON error body (e.g. 429, 408, 502). @default undefined */
+  status?: number | undefined;
+  /** `Retry-After` seconds sent with `down`, `htmlError` and `status`. @default undefined */
+  retryAfterSeconds?: number | undefined;
+  /** Wait this long before answering. @default 0 */
+  delayMs?: number;
+  /** Cut successful JSON answers in half. @default false */
+  truncateJson?: boolean;
+  /** Redirect every request to this URL with a 302. @default undefined */
+  redirectTo?: string | undefined;
+  /** Replace the license answer with this value, verbatim (for malformed-answer tests). @default undefined */
+  licenseBody?: unknown;
+  /** Status of a successful release push. @default 200 */
+  successStatus?: number;
+  /** Shift the emulator's clock (server_time, Date, signature window) by this many seconds. @default 0 */
+  clockOffsetSeconds?: number;
+}
 
 export interface EmulatedRequest {
   endpoint: 'license.php' | 'release.php';

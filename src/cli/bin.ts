@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// Executable entry of `panel-license`: wires the CLI to the real process.
+import { EXIT, type Io } from './io.js';
+import { main } from './main.js';
+
+const io: Io = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+  env: process.env,
+  isTTY: Boolean(process.stdout.isTTY),
+  write: (text) => process.stdout.write(text),
+};
+
+main(process.argv.slice(2), io).then(
+  (code) => {
+    // `emulate` keeps running; every other command sets the exit code and lets the loop drain.
+    if (code >= 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`panel-license: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = EXIT.unreachable;
+  },
+);

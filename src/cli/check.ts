@@ -1,0 +1,41 @@
+// `panel-license check`: one license check, human or JSON output, exit code by verdict.
+import { createMotherClient } from '../client/mother-client.js';
+import { MotherError } from '../errors.js';
+import { CONNECTION_FLAGS, CONNECTION_USAGE, connectionFrom, EXIT, type Io, parseFlags, UsageError } from './io.js';
+
+const USAGE = `Usage: panel-license check [options]
+
+${CONNECTION_USAGE}
+
+Exit codes: 0 active, 1 inactive, 2 usage error, 3 unreachable or rejected.`;
+
+export async function runCheck(args: string[], io: Io): Promise<number> {
+  const { values } = parseFlags(args, CONNECTION_FLAGS, USAGE);
+  if (values.help) {
+    io.out(USAGE);
+    return EXIT.ok;
+  }
+  let client: ReturnType<typeof createMotherClient>;
+  try {
+    client = createMotherClient(connectionFrom(values, io.env, USAGE));
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(error.message, USAGE);
+    throw error;
+  }
+  try {
+    const answer = await client.checkLicense();
+    if (values.json)
+      io.out(JSON.stringify({ ok: true, active: answer.active, reason: answer.reason, panel: answer.panel, server_time: answer.server_time ?? null }));
+    else {
+      const name = answer.panel.name ?? '(unnamed panel)';
+      io.out(answer.active ? `ACTIVE  ${name}` : `LOCKED  ${name}: ${answer.reason ?? 'no reason given'}`);
+      if (answer.panel.expires_at) io.out(`expires ${answer.panel.expires_at}`);
+    }
+    return answer.active ? EXIT.ok : EXIT.inactive;
+  } catch (error) {
+    if (!(error instanceof MotherError)) throw error;
+    if (values.json) io.out(JSON.stringify({ ok: false, error: error.code, message: error.message }));
+    else io.err(`ERROR   ${error.code}: ${error.message}`);
+    return EXIT.unreachable;
+  }
+}

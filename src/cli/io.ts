@@ -1,0 +1,62 @@
+// Shared plumbing of the CLI: exit codes, output sinks, usage errors, credential flags.
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+
+export const EXIT = { ok: 0, inactive: 1, usage: 2, unreachable: 3, running: -1 } as const;
+
+export interface Io {
+  out(line: string): void;
+  err(line: string): void;
+  /** Raw write without a newline (progress bars on a terminal). */
+  write(text: string): void;
+  env: NodeJS.ProcessEnv;
+  isTTY: boolean;
+}
+
+export class UsageError extends Error {
+  readonly usage: string | undefined;
+  constructor(message: string, usage?: string) {
+    super(message);
+    this.usage = usage;
+  }
+}
+
+/** parseArgs that turns its errors into UsageError with the command's own usage text. */
+export type Flags = { values: Record<string, string | boolean | undefined>; positionals: string[] };
+
+export function parseFlags(args: string[], options: NonNullable<ParseArgsConfig['options']>, usage: string): Flags {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true }) as Flags;
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error), usage);
+  }
+}
+
+export const CONNECTION_FLAGS = {
+  'base-url': { type: 'string' },
+  'api-key': { type: 'string' },
+  'api-secret': { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+export const CONNECTION_USAGE = `  --base-url URL      mother base address (env MOTHER_BASE_URL)
+  --api-key KEY       panel API key (env PANEL_API_KEY)
+  --api-secret SECRET panel API secret (env PANEL_API_SECRET; prefer the env var: flags show in ps)
+  --timeout-ms N      request timeout (default 10000)
+  --json              machine-readable output`;
+
+/** Reads the connection settings from flags, falling back to the environment. */
+export function connectionFrom(values: Record<string, unknown>, env: NodeJS.ProcessEnv, usage: string) {
+  const baseUrl = (values['base-url'] as string | undefined) ?? env.MOTHER_BASE_URL;
+  const apiKey = (values['api-key'] as string | undefined) ?? env.PANEL_API_KEY;
+  const apiSecret = (values['api-secret'] as string | undefined) ?? env.PANEL_API_SECRET;
+  const missing = [!baseUrl && '--base-url/MOTHER_BASE_URL', !apiKey && '--api-key/PANEL_API_KEY', !apiSecret && '--api-secret/PANEL_API_SECRET'].filter(
+    Boolean,
+  );
+  if (missing.length > 0 || !baseUrl || !apiKey || !apiSecret) throw new UsageError(`Missing ${missing.join(', ')}.`, usage);
+  const timeoutText = values['timeout-ms'] as string | undefined;
+  const timeoutMs = timeoutText === undefined ? undefined : Number(timeoutText);
+  if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0)) throw new UsageError('--timeout-ms must be a positive integer.', usage);
+  return { baseUrl, apiKey, apiSecret, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
+}

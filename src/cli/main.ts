@@ -1,0 +1,38 @@
+// The `panel-license` command: check a license, run the emulator, push and inspect releases.
+import { runCheck } from './check.js';
+import { runEmulate } from './emulate.js';
+import { EXIT, type Io, UsageError } from './io.js';
+
+const USAGE = `Usage: panel-license <command> [options]
+
+Commands:
+  check                 Check the license once (exit 0 active, 1 inactive, 2 usage, 3 unreachable/rejected)
+  emulate               Run the mother emulator on loopback and print its URL and demo credentials
+
+Run "panel-license <command> --help" for the options of a command.`;
+
+export async function main(argv: string[], io: Io): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'check':
+        return await runCheck(rest, io);
+      case 'emulate':
+        return await runEmulate(rest, io);
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
+        io.out(USAGE);
+        return command === undefined ? EXIT.usage : EXIT.ok;
+      default:
+        throw new UsageError(`Unknown command "${command}".`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`panel-license: ${error.message}\n\n${error.usage ?? USAGE}`);
+      return EXIT.usage;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,69 @@
+// Packs the package and uses it from throwaway ESM, CommonJS and TypeScript projects, as a user would.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+let project: string;
+
+function run(cmd: string, args: string[], cwd = project): string {
+  try {
+    return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`${cmd} ${args.join(' ')} failed:\n${stdout ?? ''}${stderr ?? ''}`);
+  }
+}
+
+// The golden vector of test/signing.test.ts (empty body), computed with openssl.
+const EXPECTED = 'b838027ff0d3bd5fd302a222818f367a5ae0a045001f5fa5cdf4491e9d1eeb57';
+const CALL = `signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 })['X-Signature']`;
+
+beforeAll(() => {
+  if (!readdirSync(root).includes('dist')) throw new Error('dist/ is missing: run `npm run build` first (npm test does).');
+  project = mkdtempSync(join(tmpdir(), 'plg-pack-'));
+  const tarball = run('npm', ['pack', '--silent', '--pack-destination', project], root).trim().split('\n').pop() ?? '';
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
+  run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(project, tarball)]);
+}, 180_000);
+afterAll(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+describe('the packed tarball', () => {
+  it('ships only dist and package metadata', () => {
+    const files = readdirSync(join(project, 'node_modules', 'panel-license-guard')).sort();
+    expect(files).toEqual(['README.md', 'dist', 'package.json']);
+  });
+
+  it('imports from ESM', () => {
+    writeFileSync(join(project, 'esm.mjs'), `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nconsole.log(typeof createMotherEmulator, ${CALL});`);
+    expect(run('node', ['esm.mjs']).trim()).toBe(`function ${EXPECTED}`);
+  });
+
+  it('requires from CommonJS', () => {
+    writeFileSync(join(project, 'cjs.cjs'), `const { signRequest } = require('panel-license-guard');\nconsole.log(${CALL});`);
+    expect(run('node', ['cjs.cjs']).trim()).toBe(EXPECTED);
+  });
+
+  it('type-checks and runs from TypeScript', () => {
+    writeFileSync(
+      join(project, 'main.ts'),
+      `import { signRequest, type SignedHeaders } from 'panel-license-guard';\nimport type { MotherEmulator } from 'panel-license-guard/testing';\nconst headers: SignedHeaders = signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 });\nconst unused: MotherEmulator | undefined = undefined;\nconsole.log(headers['X-Signature'], unused);\n`,
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, outDir: 'out', types: [] }, files: ['main.ts'] }),
+    );
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+    run('node', [tsc, '-p', 'tsconfig.json']);
+    expect(run('node', ['out/main.js']).trim()).toBe(`${EXPECTED} undefined`);
+  });
+
+  it('installs the panel-license command', () => {
+    expect(run(join(project, 'node_modules', '.bin', 'panel-license'), ['--help'])).toMatch(/Usage: panel-license <command>/);
+  });
+});
