@@ -1,0 +1,147 @@
+// The row rules every outbox store applies: de-duplication on enqueue, and settling an attempt.
+import type { ClaimedRow, DeliveryOutcome, EnqueueResult, NewOutboxRow, OutboxState, SettleResult } from './store.js';
+
+/** What an enqueue does, given the rows already stored for its `remote_track_id`. */
+export type EnqueuePlan =
+  | { action: 'insert' }
+  | { action: 'replace-pending'; id: number }
+  | { action: 'keep-pending'; id: number }
+  | { action: 'already-delivered'; id: number; releaseId: number };
+
+interface ContentOf {
+  id: number;
+  contentHash: string;
+}
+
+/**
+ * - No `remote_track_id`: always a new row (we cannot tell two such releases apart).
+ * - A pending row for the track: it takes the new payload and keeps its id and place in line;
+ *   sending the older payload first would only be overwritten a moment later.
+ * - Otherwise, if the latest delivery for the track carried the same bytes: nothing to do.
+ * - Otherwise (never sent, or changed since): a new row, sent as an update.
+ */
+export function planEnqueue(
+  row: NewOutboxRow,
+  newestPending: ContentOf | undefined,
+  latestDelivered: (ContentOf & { releaseId: number }) | undefined,
+): EnqueuePlan {
+  if (row.remoteTrackId === undefined) return { action: 'insert' };
+  if (newestPending) {
+    const action = newestPending.contentHash === row.contentHash ? 'keep-pending' : 'replace-pending';
+    return { action, id: newestPending.id };
+  }
+  if (latestDelivered && latestDelivered.contentHash === row.contentHash) {
+    return { action: 'already-delivered', id: latestDelivered.id, releaseId: latestDelivered.releaseId };
+  }
+  return { action: 'insert' };
+}
+
+export function enqueueResult(plan: EnqueuePlan, insertedId: number | undefined): EnqueueResult {
+  switch (plan.action) {
+    case 'already-delivered':
+      return { id: plan.id, state: 'delivered', releaseId: plan.releaseId, deduplicated: 'already-delivered' };
+    case 'replace-pending':
+    case 'keep-pending':
+      return { id: plan.id, state: 'pending', releaseId: undefined, deduplicated: 'replaced-pending' };
+    case 'insert':
+      if (insertedId === undefined) throw new Error('enqueueResult: an inserted row needs its id');
+      return { id: insertedId, state: 'pending', releaseId: undefined, deduplicated: undefined };
+  }
+}
+
+/** The fields of the stored row the settle rules look at. */
+export interface RowSnapshot {
+  state: OutboxState;
+  contentHash: string;
+  leaseOwner: string | undefined;
+  nextAttemptAt: number;
+}
+
+/** New values of a row's mutable fields. Applying an update always clears the lease. */
+export interface RowUpdate {
+  state: OutboxState;
+  attempts: number;
+  nextAttemptAt: number;
+  lastError: string | undefined;
+  releaseId: number | undefined;
+  deliveredAt: number | undefined;
+}
+
+/** A delivered payload that is no longer the row's payload, kept so de-duplication knows it. */
+export interface DeliveredHistory {
+  body: string;
+  contentHash: string;
+  releaseId: number;
+  attempts: number;
+}
+
+export interface SettlePlan {
+  result: SettleResult;
+  update: RowUpdate | undefined;
+  history: DeliveredHistory | undefined;
+}
+
+const STALE: SettlePlan = { result: 'stale', update: undefined, history: undefined };
+
+/**
+ * Decides how an attempt's outcome changes its row. The interesting case is a payload replaced
+ * while the older one was in flight (`contentHash` differs from the claim's): the newer payload
+ * must still reach the mother, so the row stays pending rather than taking the older outcome.
+ */
+export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): SettlePlan {
+  if (current?.state !== 'pending') return STALE;
+  const sameContent = current.contentHash === claim.contentHash;
+  const ours = current.leaseOwner === owner;
+  const attempts = claim.attempts + 1;
+  const sendNewerPayloadNow: RowUpdate = {
+    state: 'pending',
+    attempts: 0,
+    nextAttemptAt: nowMs,
+    lastError: undefined,
+    releaseId: undefined,
+    deliveredAt: undefined,
+  };
+
+  if (outcome.kind === 'delivered') {
+    // Recorded even if our lease lapsed and another worker re-sent it: the mother has it either way.
+    if (sameContent) {
+      const update: RowUpdate = {
+        state: 'delivered',
+        attempts,
+        nextAttemptAt: current.nextAttemptAt,
+        lastError: undefined,
+        releaseId: outcome.releaseId,
+        deliveredAt: nowMs,
+      };
+      return { result: 'applied', update, history: undefined };
+    }
+    const history: DeliveredHistory = { body: claim.body, contentHash: claim.contentHash, releaseId: outcome.releaseId, attempts };
+    return { result: 'superseded', update: ours ? sendNewerPayloadNow : undefined, history };
+  }
+  // A failure reported after our lease was taken over says nothing about the new holder's attempt.
+  if (!ours) return STALE;
+  if (outcome.kind === 'retry') {
+    const update: RowUpdate = {
+      state: 'pending',
+      attempts,
+      nextAttemptAt: outcome.nextAttemptAt,
+      lastError: outcome.error,
+      releaseId: undefined,
+      deliveredAt: undefined,
+    };
+    return { result: sameContent ? 'applied' : 'superseded', update, history: undefined };
+  }
+  if (sameContent) {
+    const update: RowUpdate = {
+      state: 'dead',
+      attempts,
+      nextAttemptAt: current.nextAttemptAt,
+      lastError: outcome.error,
+      releaseId: undefined,
+      deliveredAt: undefined,
+    };
+    return { result: 'applied', update, history: undefined };
+  }
+  // The refused payload was replaced: the replacement deserves its own chance.
+  return { result: 'superseded', update: { ...sendNewerPayloadNow, lastError: outcome.error }, history: undefined };
+}

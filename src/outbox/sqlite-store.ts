@@ -1,0 +1,212 @@
+// The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { enqueueResult, planEnqueue, planSettle } from './rules.js';
+import { loadSqliteDriver, type SqliteDatabase, type SqliteStatement } from './sqlite-driver.js';
+import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
+
+export interface SqliteOutboxStoreOptions {
+  /** Path of the SQLite file; its directory is created when missing. `':memory:'` for a throwaway database. */
+  file: string;
+  /** How long a write waits for another process's lock before failing, in milliseconds. @default 5000 */
+  busyTimeoutMs?: number;
+}
+
+const SCHEMA_VERSION = 1;
+
+// Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
+// content the mother holds now (timestamps can tie; ids do not follow delivery order).
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS release_outbox (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  remote_track_id  TEXT,
+  body             TEXT    NOT NULL,
+  content_hash     TEXT    NOT NULL,
+  state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+  attempts         INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at  INTEGER NOT NULL,
+  last_error       TEXT,
+  release_id       INTEGER,
+  delivered_seq    INTEGER,
+  lease_owner      TEXT,
+  lease_expires_at INTEGER,
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  delivered_at     INTEGER
+);
+CREATE INDEX IF NOT EXISTS release_outbox_due ON release_outbox (state, next_attempt_at, id);
+CREATE INDEX IF NOT EXISTS release_outbox_track ON release_outbox (remote_track_id, state, id);
+`;
+
+const NEXT_DELIVERED_SEQ = '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen WHERE seen.remote_track_id = @remoteTrackId)';
+
+const SQL = {
+  newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+  latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId FROM release_outbox
+    WHERE remote_track_id = ? AND state = 'delivered' AND release_id IS NOT NULL ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
+  replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
+  insertPending: `INSERT INTO release_outbox (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+    VALUES (@remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
+  insertDelivered: `INSERT INTO release_outbox
+    (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
+    VALUES (@remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @now, @now, @now)`,
+  due: `SELECT id, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
+    WHERE state = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
+      AND (remote_track_id IS NULL OR NOT EXISTS (
+        SELECT 1 FROM release_outbox AS older
+        WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
+    ORDER BY next_attempt_at, id LIMIT @limit`,
+  lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id = @id',
+  snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt FROM release_outbox WHERE id = ?`,
+  update: `UPDATE release_outbox SET state = @state, attempts = @attempts, next_attempt_at = @nextAttemptAt, last_error = @lastError,
+    release_id = @releaseId, delivered_at = @deliveredAt,
+    delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
+  counts: 'SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state',
+  listAll: 'SELECT * FROM release_outbox ORDER BY id LIMIT ?',
+  listState: 'SELECT * FROM release_outbox WHERE state = ? ORDER BY id LIMIT ?',
+  requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
+    WHERE state = 'dead' AND (@id IS NULL OR id = @id)`,
+};
+
+interface RowRecord {
+  id: number;
+  state: OutboxState;
+  remote_track_id: string | null;
+  body: string;
+  content_hash: string;
+  attempts: number;
+  next_attempt_at: number;
+  last_error: string | null;
+  release_id: number | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+  delivered_at: number | null;
+}
+
+const orUndefined = <T>(value: T | null): T | undefined => (value === null ? undefined : value);
+const orNull = <T>(value: T | undefined): T | null => (value === undefined ? null : value);
+
+function toStoredRow(record: RowRecord): StoredRow {
+  return {
+    id: record.id,
+    state: record.state,
+    remoteTrackId: orUndefined(record.remote_track_id),
+    body: record.body,
+    contentHash: record.content_hash,
+    attempts: record.attempts,
+    nextAttemptAt: record.next_attempt_at,
+    lastError: orUndefined(record.last_error),
+    releaseId: orUndefined(record.release_id),
+    leaseOwner: orUndefined(record.lease_owner),
+    leaseExpiresAt: orUndefined(record.lease_expires_at),
+    createdAt: record.created_at,
+    updatedAt: record.updated_at,
+    deliveredAt: orUndefined(record.delivered_at),
+  };
+}
+
+/** Durability first: WAL so readers never block the writer, FULL so a resolved enqueue survives power loss. */
+function openDatabase(file: string, busyTimeoutMs: number): SqliteDatabase {
+  const Driver = loadSqliteDriver();
+  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
+  const db = new Driver(file, { timeout: busyTimeoutMs });
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    const version = Number(db.pragma('user_version', { simple: true }));
+    if (version > SCHEMA_VERSION) {
+      throw new Error(
+        `panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`,
+      );
+    }
+    db.transaction(() => {
+      db.exec(SCHEMA);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
+export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { file: "./data/outbox.db" }.');
+  rejectUnknownOptions('createSqliteOutboxStore', options, ['file', 'busyTimeoutMs']);
+  const { file } = options;
+  if (typeof file !== 'string' || file.trim() === '') throw optionError('file', 'must be a non-empty path', 'Pass a path such as "./data/outbox.db".');
+  const busyTimeoutMs = positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000);
+  const db = openDatabase(file, busyTimeoutMs);
+  const statements = Object.fromEntries(Object.entries(SQL).map(([name, sql]) => [name, db.prepare(sql)])) as Record<keyof typeof SQL, SqliteStatement>;
+
+  // IMMEDIATE takes the write lock before reading, so two processes cannot both read a row as
+  // unleased (or as the pending row to replace) and then both act on it.
+  const enqueue = db.transaction((row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
+    const track = row.remoteTrackId;
+    const newestPending = track === undefined ? undefined : (statements.newestPending.get(track) as { id: number; contentHash: string } | undefined);
+    const latestDelivered =
+      track === undefined ? undefined : (statements.latestDelivered.get(track) as { id: number; contentHash: string; releaseId: number } | undefined);
+    const plan = planEnqueue(row, newestPending, latestDelivered);
+    if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
+    const inserted =
+      plan.action === 'insert'
+        ? Number(statements.insertPending.run({ remoteTrackId: orNull(track), body: row.body, contentHash: row.contentHash, now }).lastInsertRowid)
+        : undefined;
+    return enqueueResult(plan, inserted);
+  });
+
+  const claimDue = db.transaction((request: Parameters<OutboxStore['claimDue']>[0]) => {
+    const due = statements.due.all({ now: request.nowMs, limit: request.limit }) as (Omit<StoredRow, 'remoteTrackId'> & { remoteTrackId: string | null })[];
+    const until = request.nowMs + request.leaseMs;
+    return due.map(({ id, remoteTrackId, body, contentHash, attempts }) => {
+      statements.lease.run({ id, owner: request.owner, until });
+      return { id, remoteTrackId: orUndefined(remoteTrackId), body, contentHash, attempts };
+    });
+  });
+
+  const settle = db.transaction((...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
+    const snapshot = statements.snapshot.get(claim.id) as
+      | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number }
+      | undefined;
+    const plan = planSettle(snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner) }, claim, owner, outcome, now);
+    const remoteTrackId = orNull(claim.remoteTrackId);
+    if (plan.history) statements.insertDelivered.run({ ...plan.history, remoteTrackId, now });
+    if (plan.update) {
+      const { lastError, releaseId, deliveredAt, ...rest } = plan.update;
+      statements.update.run({
+        ...rest,
+        lastError: orNull(lastError),
+        releaseId: orNull(releaseId),
+        deliveredAt: orNull(deliveredAt),
+        remoteTrackId,
+        id: claim.id,
+        now,
+      });
+    }
+    return plan.result;
+  });
+
+  return {
+    enqueue: (row, nowMs) => enqueue.immediate(row, nowMs),
+    claimDue: (request) => claimDue.immediate(request),
+    settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
+    counts() {
+      const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
+      for (const { state, count } of statements.counts.all() as { state: OutboxState; count: number }[]) counts[state] = count;
+      return counts;
+    },
+    list({ state, limit }) {
+      const records = (state === undefined ? statements.listAll.all(limit) : statements.listState.all(state, limit)) as RowRecord[];
+      return records.map(toStoredRow);
+    },
+    requeueDead: (id, nowMs) => statements.requeue.run({ id: orNull(id), now: nowMs }).changes,
+    close() {
+      if (db.open) db.close();
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// The storage contract of the release outbox: durable rows, leases, atomic de-duplication.
+
+/** `pending` until the mother accepts the release (`delivered`) or refuses it for good (`dead`). */
+export type OutboxState = 'pending' | 'delivered' | 'dead';
+
+export const OUTBOX_STATES: readonly OutboxState[] = ['pending', 'delivered', 'dead'];
+
+/** Stores may answer synchronously (SQLite, memory) or asynchronously (a network database). */
+export type Awaitable<T> = T | Promise<T>;
+
+/** What `enqueue` asks the store to keep. */
+export interface NewOutboxRow {
+  remoteTrackId: string | undefined;
+  /** The exact JSON that will be signed and sent (`serializeRelease` output). */
+  body: string;
+  /** SHA-256 (hex) of `body`: equal hashes mean identical content. */
+  contentHash: string;
+}
+
+/** How an enqueue was folded into an existing row, if it was. */
+export type Deduplication = 'replaced-pending' | 'already-delivered';
+
+export interface EnqueueResult {
+  /** The row that will carry (or carried) this release. Stable: a replaced payload keeps its id. */
+  id: number;
+  state: 'pending' | 'delivered';
+  /** The mother's `release_id`, when this exact content was already delivered. */
+  releaseId: number | undefined;
+  /**
+   * `replaced-pending`: a release with this `remote_track_id` was still waiting; it now carries
+   * this payload and keeps its place. `already-delivered`: the mother already has this exact
+   * content for this `remote_track_id`; nothing was queued. `undefined`: a new row was queued.
+   */
+  deduplicated: Deduplication | undefined;
+}
+
+/** A due row leased to one worker; only that worker sends it until the lease expires. */
+export interface ClaimedRow {
+  id: number;
+  remoteTrackId: string | undefined;
+  body: string;
+  contentHash: string;
+  /** Attempts made before this one. */
+  attempts: number;
+}
+
+export interface ClaimRequest {
+  /** Identifies the worker holding the lease (unique per outbox instance). */
+  owner: string;
+  /** Claim at most this many rows: the worker's free delivery slots. */
+  limit: number;
+  nowMs: number;
+  /** The lease ends at `nowMs + leaseMs`; after that another worker may claim the row. */
+  leaseMs: number;
+}
+
+/** What happened to one attempt, as the worker reports it to the store. */
+export type DeliveryOutcome =
+  | { kind: 'delivered'; releaseId: number }
+  | { kind: 'retry'; nextAttemptAt: number; error: string }
+  | { kind: 'dead'; error: string };
+
+/**
+ * `applied`: recorded as reported. `superseded`: the payload was replaced while in flight; the
+ * row stays pending with the newer payload (a delivered older payload is kept as its own row).
+ * `stale`: the row is no longer this worker's (lease taken over, already settled); left alone.
+ */
+export type SettleResult = 'applied' | 'superseded' | 'stale';
+
+/** One row as stored; what `list` returns. Times are epoch milliseconds. */
+export interface StoredRow {
+  id: number;
+  state: OutboxState;
+  remoteTrackId: string | undefined;
+  body: string;
+  contentHash: string;
+  attempts: number;
+  nextAttemptAt: number;
+  lastError: string | undefined;
+  releaseId: number | undefined;
+  leaseOwner: string | undefined;
+  leaseExpiresAt: number | undefined;
+  createdAt: number;
+  updatedAt: number;
+  deliveredAt: number | undefined;
+}
+
+/**
+ * Where the outbox keeps its rows (in the spirit of express-rate-limit's `Store`). Every method
+ * is atomic on its own; the worker never needs a transaction spanning two calls, so a store
+ * shared by several processes or hosts can be added without touching the worker.
+ * The row rules every store must follow live in `rules.ts`.
+ */
+export interface OutboxStore {
+  /** Stores a release, applying the de-duplication rules. Resolves once the row is durable. */
+  enqueue(row: NewOutboxRow, nowMs: number): Awaitable<EnqueueResult>;
+  /**
+   * Leases up to `limit` pending rows that are due and not leased, oldest due first. A row whose
+   * `remote_track_id` has an older pending row waits for it, so updates reach the mother in order.
+   */
+  claimDue(request: ClaimRequest): Awaitable<ClaimedRow[]>;
+  /** Records the outcome of an attempt on a claimed row. */
+  settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
+  /** Number of rows per state. */
+  counts(): Awaitable<Record<OutboxState, number>>;
+  /** Rows in id order, optionally of one state, at most `limit` of them. */
+  list(query: { state: OutboxState | undefined; limit: number }): Awaitable<StoredRow[]>;
+  /** Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many. */
+  requeueDead(id: number | undefined, nowMs: number): Awaitable<number>;
+  close(): Awaitable<void>;
+}

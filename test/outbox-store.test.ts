@@ -1,0 +1,250 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
+import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
+import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
+import type { ClaimedRow, NewOutboxRow, OutboxStore } from '../src/outbox/store.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'outbox-store-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let fileCounter = 0;
+const freshFile = () => join(dir, `store-${++fileCounter}.db`);
+
+const T0 = 1_700_000_000_000;
+const LEASE = 60_000;
+const A = 'worker-a';
+const B = 'worker-b';
+
+function row(title: string, remoteTrackId?: string): NewOutboxRow {
+  const body = JSON.stringify({ release: { title, ...(remoteTrackId === undefined ? {} : { remote_track_id: remoteTrackId }) } });
+  return { remoteTrackId, body, contentHash: `hash:${body}` };
+}
+
+async function claim(store: OutboxStore, owner = A, nowMs = T0, limit = 10): Promise<ClaimedRow[]> {
+  return store.claimDue({ owner, limit, nowMs, leaseMs: LEASE });
+}
+
+async function claimOne(store: OutboxStore, owner = A, nowMs = T0): Promise<ClaimedRow> {
+  const [first] = await claim(store, owner, nowMs, 1);
+  if (!first) throw new Error('expected a due row');
+  return first;
+}
+
+const stores: [string, () => OutboxStore][] = [
+  ['createMemoryOutboxStore()', () => createMemoryOutboxStore()],
+  ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
+];
+
+const open: OutboxStore[] = [];
+afterEach(async () => {
+  for (const store of open.splice(0)) await store.close();
+});
+
+describe.each(stores)('%s', (_name, create) => {
+  const make = () => {
+    const store = create();
+    open.push(store);
+    return store;
+  };
+
+  describe('when enqueuing', () => {
+    it('always queues a release without remote_track_id', async () => {
+      const store = make();
+      const first = await store.enqueue(row('Same'), T0);
+      const second = await store.enqueue(row('Same'), T0);
+      expect(first).toEqual({ id: 1, state: 'pending', releaseId: undefined, deduplicated: undefined });
+      expect(second.id).toBe(2);
+      expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
+    });
+
+    it('replaces the payload of a pending row with the same remote_track_id, keeping its id and place', async () => {
+      const store = make();
+      await store.enqueue(row('First', 't1'), T0);
+      await store.enqueue(row('Other', 't2'), T0);
+      const replaced = await store.enqueue(row('First v2', 't1'), T0 + 5);
+      expect(replaced).toEqual({ id: 1, state: 'pending', releaseId: undefined, deduplicated: 'replaced-pending' });
+      const claimed = await claim(store, A, T0 + 10);
+      expect(claimed.map((c) => [c.id, c.body])).toEqual([
+        [1, row('First v2', 't1').body],
+        [2, row('Other', 't2').body],
+      ]);
+    });
+
+    it('answers an identical, already delivered release with its release_id and queues nothing', async () => {
+      const store = make();
+      await store.enqueue(row('Song', 't1'), T0);
+      await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 77 }, T0);
+      expect(await store.enqueue(row('Song', 't1'), T0)).toEqual({ id: 1, state: 'delivered', releaseId: 77, deduplicated: 'already-delivered' });
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 0 });
+    });
+
+    it('queues changed content of a delivered release as an update', async () => {
+      const store = make();
+      await store.enqueue(row('Song', 't1'), T0);
+      await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 77 }, T0);
+      expect(await store.enqueue(row('Song (remastered)', 't1'), T0)).toEqual({ id: 2, state: 'pending', releaseId: undefined, deduplicated: undefined });
+    });
+  });
+
+  describe('when claiming', () => {
+    it('leases at most `limit` due rows, oldest due first, and never the same row to two workers', async () => {
+      const store = make();
+      for (let i = 0; i < 5; i++) await store.enqueue(row(`Song ${i}`), T0 + i);
+      const first = await claim(store, A, T0 + 10, 2);
+      const second = await claim(store, B, T0 + 10, 10);
+      expect(first.map((c) => c.id)).toEqual([1, 2]);
+      expect(second.map((c) => c.id)).toEqual([3, 4, 5]);
+      expect(await claim(store, A, T0 + 10)).toEqual([]);
+    });
+
+    it('skips rows not yet due and hands out an expired lease again', async () => {
+      const store = make();
+      await store.enqueue(row('Later'), T0 + 1000);
+      expect(await claim(store, A, T0)).toEqual([]);
+      expect((await claim(store, A, T0 + 1000)).map((c) => c.id)).toEqual([1]);
+      expect(await claim(store, B, T0 + 1000 + LEASE - 1)).toEqual([]);
+      expect((await claim(store, B, T0 + 1000 + LEASE)).map((c) => c.id)).toEqual([1]);
+    });
+
+    it('holds a newer pending row of a track back until the older one is settled', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      await store.settle(await claimOne(store), A, { kind: 'dead', error: 'refused' }, T0);
+      await store.enqueue(row('v2', 't1'), T0);
+      expect(await store.requeueDead(1, T0)).toBe(1);
+      const claimed = await claim(store, A, T0);
+      expect(claimed.map((c) => c.id)).toEqual([1]);
+      await store.settle(claimed[0] as ClaimedRow, A, { kind: 'delivered', releaseId: 1 }, T0);
+      expect((await claim(store, A, T0)).map((c) => c.id)).toEqual([2]);
+    });
+  });
+
+  describe('when settling', () => {
+    it('records a delivery, a retry and a refusal', async () => {
+      const store = make();
+      for (const title of ['ok', 'retry', 'dead']) await store.enqueue(row(title), T0);
+      const [ok, retry, dead] = (await claim(store)) as [ClaimedRow, ClaimedRow, ClaimedRow];
+      expect(await store.settle(ok, A, { kind: 'delivered', releaseId: 5 }, T0 + 1)).toBe('applied');
+      expect(await store.settle(retry, A, { kind: 'retry', nextAttemptAt: T0 + 500, error: 'HTTP 503' }, T0 + 1)).toBe('applied');
+      expect(await store.settle(dead, A, { kind: 'dead', error: 'Missing release title.' }, T0 + 1)).toBe('applied');
+      const rows = await store.list({ state: undefined, limit: 10 });
+      expect(rows.map((r) => [r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
+        ['delivered', 1, 5, undefined, undefined],
+        ['pending', 1, undefined, 'HTTP 503', undefined],
+        ['dead', 1, undefined, 'Missing release title.', undefined],
+      ]);
+      expect(rows[1]?.nextAttemptAt).toBe(T0 + 500);
+      expect(rows[0]?.deliveredAt).toBe(T0 + 1);
+    });
+
+    it('ignores a failure reported after the lease was taken over', async () => {
+      const store = make();
+      await store.enqueue(row('slow'), T0);
+      const stale = await claimOne(store, A, T0);
+      const fresh = await claimOne(store, B, T0 + LEASE);
+      expect(await store.settle(stale, A, { kind: 'retry', nextAttemptAt: T0, error: 'late' }, T0 + LEASE)).toBe('stale');
+      expect(await store.settle(fresh, B, { kind: 'delivered', releaseId: 9 }, T0 + LEASE)).toBe('applied');
+      expect(await store.settle(stale, A, { kind: 'delivered', releaseId: 10 }, T0 + LEASE)).toBe('stale');
+      expect((await store.list({ state: 'delivered', limit: 10 }))[0]?.releaseId).toBe(9);
+    });
+
+    it('keeps a payload replaced in flight pending, and remembers what the mother got', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      const inFlight = await claimOne(store);
+      expect(await store.enqueue(row('v2', 't1'), T0)).toMatchObject({ id: 1, deduplicated: 'replaced-pending' });
+      expect(await store.settle(inFlight, A, { kind: 'delivered', releaseId: 100 }, T0)).toBe('superseded');
+      const next = await claimOne(store);
+      expect([next.id, next.body]).toEqual([1, row('v2', 't1').body]);
+      expect(await store.settle(next, A, { kind: 'delivered', releaseId: 101 }, T0)).toBe('applied');
+      // v2 is what the mother holds now, although v1's record has the higher id.
+      expect(await store.enqueue(row('v2', 't1'), T0)).toEqual({ id: 1, state: 'delivered', releaseId: 101, deduplicated: 'already-delivered' });
+      expect(await store.enqueue(row('v1', 't1'), T0)).toMatchObject({ state: 'pending', deduplicated: undefined });
+      expect(await store.counts()).toEqual({ pending: 1, delivered: 2, dead: 0 });
+    });
+
+    it('gives a payload replaced in flight its own chance when the older one is refused', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      const inFlight = await claimOne(store);
+      await store.enqueue(row('v2', 't1'), T0);
+      expect(await store.settle(inFlight, A, { kind: 'dead', error: 'refused' }, T0)).toBe('superseded');
+      expect(await store.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, state: 'pending', attempts: 0, body: row('v2', 't1').body }]);
+    });
+  });
+
+  describe('when listing and requeueing', () => {
+    it('filters by state, honours the limit, and requeues every dead row', async () => {
+      const store = make();
+      for (let i = 0; i < 4; i++) await store.enqueue(row(`Song ${i}`), T0);
+      for (const claimed of await claim(store)) await store.settle(claimed, A, { kind: 'dead', error: 'no' }, T0);
+      expect((await store.list({ state: 'dead', limit: 2 })).map((r) => r.id)).toEqual([1, 2]);
+      expect(await store.requeueDead(99, T0)).toBe(0);
+      expect(await store.requeueDead(undefined, T0 + 1)).toBe(4);
+      expect(await store.counts()).toEqual({ pending: 4, delivered: 0, dead: 0 });
+      expect((await store.list({ state: 'pending', limit: 10 }))[0]).toMatchObject({ attempts: 0, nextAttemptAt: T0 + 1 });
+    });
+  });
+});
+
+describe('createSqliteOutboxStore()', () => {
+  it('keeps rows across reopening, in a directory it creates', async () => {
+    const file = join(dir, 'nested', 'deeper', 'outbox.db');
+    const first = createSqliteOutboxStore({ file });
+    await first.enqueue(row('Durable', 't1'), T0);
+    await first.close();
+    const second = createSqliteOutboxStore({ file });
+    open.push(second);
+    expect(await second.list({ state: 'pending', limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1', body: row('Durable', 't1').body }]);
+  });
+
+  it('never leases one row to two connections on the same file', async () => {
+    const file = freshFile();
+    const [one, two] = [createSqliteOutboxStore({ file }), createSqliteOutboxStore({ file })];
+    open.push(one, two);
+    for (let i = 0; i < 20; i++) await one.enqueue(row(`Song ${i}`), T0);
+    const claimed: number[] = [];
+    for (let round = 0; round < 10; round++) {
+      for (const [store, owner] of [
+        [one, A],
+        [two, B],
+      ] as const) {
+        claimed.push(...(await claim(store, owner, T0, 1)).map((c) => c.id));
+      }
+    }
+    expect(claimed.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
+  it('refuses a file written by a newer schema', async () => {
+    const file = freshFile();
+    const Driver = loadSqliteDriver();
+    const db = new Driver(file);
+    db.pragma('user_version = 99');
+    db.close();
+    expect(() => createSqliteOutboxStore({ file })).toThrow(/schema v99.*newer version/);
+  });
+
+  it('rejects unknown and invalid options by name', () => {
+    expect(() => createSqliteOutboxStore({ file: freshFile(), busyTimeout: 5 } as never)).toThrow(/unknown option `busyTimeout`.*`busyTimeoutMs`/);
+    expect(() => createSqliteOutboxStore({ file: '' })).toThrow(/`file` must be a non-empty path/);
+  });
+});
+
+describe('loadSqliteDriver()', () => {
+  it('tells the user how to install better-sqlite3 when it is missing', () => {
+    const missing = () => {
+      throw Object.assign(new Error("Cannot find module 'better-sqlite3'"), { code: 'MODULE_NOT_FOUND' });
+    };
+    expect(() => loadSqliteDriver(missing)).toThrow(/npm install better-sqlite3@12/);
+  });
+
+  it('tells the user to rebuild a driver that fails to load', () => {
+    const broken = () => {
+      throw new Error('NODE_MODULE_VERSION 127 does not match 115');
+    };
+    expect(() => loadSqliteDriver(broken)).toThrow(/npm rebuild better-sqlite3/);
+  });
+});
