@@ -17,5 +17,12 @@ export {
   ServerValidationError,
   TimeoutError,
 } from './errors.js';
+export type { AllowRule } from './guard/allow-list.js';
+export type { Branding } from './guard/branding.js';
+export type { GuardLogger, LicenseGuardOptions } from './guard/guard-options.js';
+export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard } from './guard/license-guard.js';
+export type { ChangeEvent } from './guard/license-monitor.js';
+export type { LicenseState } from './guard/license-state.js';
+export type { LicenseLocals } from './guard/snapshot.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';

@@ -40,6 +40,14 @@ async function rawServer(handler: http.RequestListener): Promise<{ url: string; 
   return { url: `http://127.0.0.1:${port}/api`, hits: () => hits, close: () => new Promise((r) => server.close(() => r())) };
 }
 
+/** A fetch that records each request's init before sending it. */
+function recordingFetch(sent: RequestInit[]) {
+  return (url: string, init: RequestInit) => {
+    sent.push(init);
+    return fetch(url, init);
+  };
+}
+
 async function failure(promise: Promise<unknown>): Promise<Error> {
   try {
     await promise;
@@ -53,7 +61,7 @@ describe('createMotherClient()', () => {
   describe('checkLicense()', () => {
     it('sends an empty signed body and returns the parsed answer', async () => {
       const sent: RequestInit[] = [];
-      const client = clientFor(emulator, { fetch: (url, init) => (sent.push(init), fetch(url, init)) });
+      const client = clientFor(emulator, { fetch: recordingFetch(sent) });
       const answer = await client.checkLicense();
       expect(answer).toMatchObject({ ok: true, active: true, reason: null, panel: { name: 'Rhythm Hub', brand_color: '#ff5500' } });
       expect(typeof answer.server_time).toBe('number');
@@ -80,7 +88,7 @@ describe('createMotherClient()', () => {
   describe('pushRelease()', () => {
     it('sends the exact serialized bytes and returns the release id', async () => {
       const sent: RequestInit[] = [];
-      const client = clientFor(emulator, { fetch: (url, init) => (sent.push(init), fetch(url, init)) });
+      const client = clientFor(emulator, { fetch: recordingFetch(sent) });
       const result = await client.pushRelease({ title: 'Café 🎵', remote_track_id: 'trk-1' });
       expect(result).toEqual({ ok: true, release_id: emulator.releases[0]?.releaseId });
       expect(Buffer.from(sent[0]?.body as Uint8Array).toString('utf8')).toBe('{"release":{"title":"Café 🎵","remote_track_id":"trk-1"}}');
@@ -227,7 +235,10 @@ describe('createMotherClient()', () => {
     it('never shows the secret or a signature in inspect, JSON or errors', async () => {
       const signatures: string[] = [];
       const client = clientFor(emulator, {
-        fetch: (url, init) => (signatures.push((init.headers as Record<string, string>)['X-Signature'] ?? ''), fetch(url, init)),
+        fetch: (url, init) => {
+          signatures.push((init.headers as Record<string, string>)['X-Signature'] ?? '');
+          return fetch(url, init);
+        },
       });
       emulator.setFaults({ status: 500 });
       const errors = [await failure(client.checkLicense()), await failure(client.pushRelease({ title: 'x' }))];

@@ -40,7 +40,10 @@ describe('the packed tarball', () => {
   });
 
   it('imports from ESM', () => {
-    writeFileSync(join(project, 'esm.mjs'), `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nconsole.log(typeof createMotherEmulator, ${CALL});`);
+    writeFileSync(
+      join(project, 'esm.mjs'),
+      `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nconsole.log(typeof createMotherEmulator, ${CALL});`,
+    );
     expect(run('node', ['esm.mjs']).trim()).toBe(`function ${EXPECTED}`);
   });
 
@@ -56,7 +59,10 @@ describe('the packed tarball', () => {
     );
     writeFileSync(
       join(project, 'tsconfig.json'),
-      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, outDir: 'out', types: [] }, files: ['main.ts'] }),
+      JSON.stringify({
+        compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, outDir: 'out', types: [] },
+        files: ['main.ts'],
+      }),
     );
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
     run('node', [tsc, '-p', 'tsconfig.json']);

@@ -1,4 +1,5 @@
 // The mother API client: both contract operations, signed, hardened, skew-corrected.
+import { createHash } from 'node:crypto';
 import { inspect } from 'node:util';
 import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNotAllowedError, type MotherError, ServerValidationError } from '../errors.js';
 import { endpointUrl, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
@@ -38,6 +39,8 @@ export interface MotherClient {
   clockOffsetMs(): number;
   /** The endpoint base, for logs and status pages (no credentials in it). */
   readonly baseUrl: string;
+  /** A stable, non-reversible id of this panel at this mother (hash of base URL and key). */
+  readonly panelId: string;
 }
 
 const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
@@ -122,6 +125,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
 
   const client: MotherClient = {
     baseUrl: base.toString(),
+    panelId: createHash('sha256').update(`${base.toString()}\n${apiKey}`).digest('hex').slice(0, 32),
     async checkLicense() {
       const raw = await send(licenseUrl, '');
       const answer = parseWith(licenseResponseSchema, raw, 'license');

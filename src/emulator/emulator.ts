@@ -91,6 +91,10 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
         return;
       }
       if (endpoint === 'license.php') {
+        if (typeof faults.licenseBody === 'string') {
+          res.status(200).type('html').send(faults.licenseBody);
+          return;
+        }
         const answer = faults.licenseBody !== undefined ? faults.licenseBody : state.licenseAnswer(panel, Math.floor(now() / 1000));
         sendJson(res, faults, endpoint, 200, answer);
         return;

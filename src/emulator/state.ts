@@ -30,7 +30,7 @@ export interface EmulatorFaults {
   truncateJson?: boolean;
   /** Redirect every request to this URL with a 302. @default undefined */
   redirectTo?: string | undefined;
-  /** Replace the license answer with this value, verbatim (for malformed-answer tests). @default undefined */
+  /** Replace the license answer with this JSON value, or send a string as a 200 HTML body (malformed-answer tests). @default undefined */
   licenseBody?: unknown;
   /** Status of a successful release push. @default 200 */
   successStatus?: number;

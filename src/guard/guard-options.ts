@@ -1,0 +1,191 @@
+// Public options of licenseGuard() and their validation into a fully resolved config.
+import cron from 'node-cron';
+import type { FetchLike } from '../client/http.js';
+import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
+import { safeColor } from './branding.js';
+
+export interface GuardLogger {
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface LicenseGuardOptions {
+  /** Base address of the mother's partner API. Required unless `client` is given. */
+  baseUrl?: string;
+  /** The panel's API key. Required unless `client` is given. */
+  apiKey?: string;
+  /** The panel's API secret. Required unless `client` is given. Never logged or rendered. */
+  apiSecret?: string;
+  /** A client from createMotherClient(), to share one with a release outbox. @default created from the credentials */
+  client?: MotherClient;
+  /** node-cron expression of the periodic check. @default '*\/5 * * * *' (every 5 minutes) */
+  schedule?: string;
+  /** Each scheduled check waits a random 0…jitterMs first, so panels do not all call at once. @default 30000 */
+  jitterMs?: number;
+  /** How long the last good verdict stands while checks fail (capped at `expires_at`). @default 259200000 (72 h) */
+  gracePeriodMs?: number;
+  /** First retry delay after a failed check; doubles per failure. @default 30000 */
+  retryBaseMs?: number;
+  /** Longest retry delay after failed checks. @default 300000 (5 min) */
+  retryMaxMs?: number;
+  /** How long requests wait for the first verdict before getting the lock response. @default 5000 */
+  startupTimeoutMs?: number;
+  /** File that keeps the last verified verdict across restarts (written atomically, mode 0600). @default undefined (memory only) */
+  stateFile?: string;
+  /** HTTP status of lock responses (400–599). @default 503 */
+  lockStatus?: number;
+  /** `Retry-After` of lock responses, in seconds. @default 300 */
+  retryAfterSeconds?: number;
+  /** Render the host app's own view (e.g. 'locked') instead of the built-in page, with the same locals. @default undefined */
+  lockView?: string;
+  /** Requests under this path prefix always get JSON lock responses. @default undefined */
+  apiPrefix?: string;
+  /** Paths served while locked: prefixes (segment-bounded, case-sensitive) and/or predicates. @default [] */
+  allow?: AllowRule | AllowRule[];
+  /** Name used when the mother sends none (or an unusable one). @default 'Panel' */
+  defaultName?: string;
+  /** Colour used when the mother's is not `#rrggbb`. @default '#334155' */
+  defaultColor?: string;
+  /** Request timeout of license checks (when the guard creates the client). @default 10000 */
+  timeoutMs?: number;
+  /** Allow plain http to a non-loopback mother (when the guard creates the client). @default false */
+  allowInsecureHttp?: boolean;
+  /** fetch implementation (when the guard creates the client). @default globalThis.fetch */
+  fetch?: FetchLike;
+  /** Clock in ms for grace, expiry and status (not for request signing); injected by tests. @default Date.now */
+  now?: () => number;
+  /** Random source in [0, 1) for jitter. @default Math.random */
+  random?: () => number;
+  /** Where warnings and errors go when no 'error' listener is attached. @default console */
+  logger?: GuardLogger;
+}
+
+export interface GuardConfig {
+  client: MotherClient;
+  panelKey: string;
+  schedule: string;
+  jitterMs: number;
+  gracePeriodMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  startupTimeoutMs: number;
+  stateFile: string | undefined;
+  lockStatus: number;
+  retryAfterSeconds: number;
+  lockView: string | undefined;
+  apiPrefix: string | undefined;
+  isAllowed: AllowMatcher;
+  defaults: { name: string; color: string };
+  now: () => number;
+  random: () => number;
+  logger: GuardLogger;
+}
+
+const KNOWN = [
+  'baseUrl',
+  'apiKey',
+  'apiSecret',
+  'client',
+  'schedule',
+  'jitterMs',
+  'gracePeriodMs',
+  'retryBaseMs',
+  'retryMaxMs',
+  'startupTimeoutMs',
+  'stateFile',
+  'lockStatus',
+  'retryAfterSeconds',
+  'lockView',
+  'apiPrefix',
+  'allow',
+  'defaultName',
+  'defaultColor',
+  'timeoutMs',
+  'allowInsecureHttp',
+  'fetch',
+  'now',
+  'random',
+  'logger',
+] as const;
+
+function optionalString(option: string, value: unknown, fix: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.trim() === '') throw optionError(option, `must be a non-empty string, received ${JSON.stringify(value)}`, fix);
+  return value;
+}
+
+function clientFrom(options: LicenseGuardOptions): MotherClient {
+  if (options.client !== undefined) {
+    if (typeof options.client?.checkLicense !== 'function')
+      throw optionError('client', 'is not a mother client', 'Pass the value returned by createMotherClient().');
+    if (options.apiSecret !== undefined)
+      throw optionError('apiSecret', 'was given together with `client`', 'Pass either `client` or `baseUrl`/`apiKey`/`apiSecret`, not both.');
+    return options.client;
+  }
+  return createMotherClient({
+    baseUrl: options.baseUrl as string,
+    apiKey: options.apiKey as string,
+    apiSecret: options.apiSecret as string,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+  });
+}
+
+export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
+  rejectUnknownOptions('licenseGuard', options, KNOWN);
+  const client = clientFrom(options);
+  const schedule = options.schedule ?? '*/5 * * * *';
+  if (typeof schedule !== 'string' || !cron.validate(schedule)) {
+    throw optionError(
+      'schedule',
+      `is not a valid cron expression (received ${JSON.stringify(schedule)})`,
+      'Use five or six cron fields, e.g. "*/5 * * * *" for every 5 minutes.',
+    );
+  }
+  const lockStatus = positiveInteger('lockStatus', options.lockStatus, 503);
+  if (lockStatus < 400 || lockStatus > 599)
+    throw optionError('lockStatus', `must be an HTTP error status from 400 to 599, received ${lockStatus}`, 'Use 503 (the default) or 403.');
+  const defaultColor = options.defaultColor ?? '#334155';
+  if (safeColor(defaultColor, '') !== defaultColor.toLowerCase())
+    throw optionError('defaultColor', `must be #rrggbb, received ${JSON.stringify(defaultColor)}`, 'Use a colour such as "#334155".');
+  const apiPrefix = optionalString('apiPrefix', options.apiPrefix, 'Use a path such as "/api".');
+  if (apiPrefix !== undefined && !apiPrefix.startsWith('/'))
+    throw optionError('apiPrefix', `must start with "/" (received "${apiPrefix}")`, 'Use a path such as "/api".');
+  const retryBaseMs = positiveInteger('retryBaseMs', options.retryBaseMs, 30_000);
+  const retryMaxMs = positiveInteger('retryMaxMs', options.retryMaxMs, 300_000);
+  if (retryMaxMs < retryBaseMs)
+    throw optionError('retryMaxMs', `(${retryMaxMs}) is below \`retryBaseMs\` (${retryBaseMs})`, 'Raise `retryMaxMs` or lower `retryBaseMs`.');
+  return {
+    client,
+    panelKey: client.panelId,
+    schedule,
+    jitterMs: positiveInteger('jitterMs', options.jitterMs, 30_000, 0),
+    gracePeriodMs: positiveInteger('gracePeriodMs', options.gracePeriodMs, 72 * 60 * 60 * 1000, 0),
+    retryBaseMs,
+    retryMaxMs,
+    startupTimeoutMs: positiveInteger('startupTimeoutMs', options.startupTimeoutMs, 5000, 0),
+    stateFile: optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".'),
+    lockStatus,
+    retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300),
+    lockView: optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'),
+    apiPrefix: apiPrefix?.replace(/\/+$/, ''),
+    isAllowed: createAllowMatcher(options.allow),
+    defaults: { name: optionalString('defaultName', options.defaultName, 'Pass a display name.') ?? 'Panel', color: defaultColor.toLowerCase() },
+    now: optionalFunction<() => number>('now', options.now) ?? Date.now,
+    random: optionalFunction<() => number>('random', options.random) ?? Math.random,
+    logger: validLogger(options.logger),
+  };
+}
+
+function validLogger(logger: unknown): GuardLogger {
+  if (logger === undefined) return console;
+  const candidate = logger as Partial<GuardLogger>;
+  if (typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {
+    throw optionError('logger', 'must have warn() and error() methods', 'Pass console, a pino/winston logger, or { warn() {}, error() {} }.');
+  }
+  return candidate as GuardLogger;
+}

@@ -1,0 +1,157 @@
+// licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
+import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
+import type { LicenseState } from './license-state.js';
+import { sendLockResponse } from './lock-response.js';
+import { createPoller } from './poller.js';
+
+export interface LicenseStatus {
+  state: LicenseState;
+  reason: string | null;
+  /** Local time (ms) of the last check, successful or not. */
+  lastCheckAt: number | null;
+  /** Local time (ms) of the last verified verdict. */
+  lastSuccessAt: number | null;
+  /** When the next check is due (schedule or retry), before jitter. */
+  nextCheckAt: number | null;
+  consecutiveFailures: number;
+  /** While in `grace`: when the panel locks unless a check succeeds. */
+  graceEndsAt: number | null;
+  /** The mother's clock minus ours, in ms. */
+  clockOffsetMs: number;
+  /** Code of the last failure (e.g. 'TIMEOUT'), null after a success. */
+  lastError: string | null;
+}
+
+export interface GuardEvents {
+  change: (event: ChangeEvent) => void;
+  lock: (event: ChangeEvent) => void;
+  unlock: (event: ChangeEvent) => void;
+  error: (error: unknown) => void;
+}
+
+export interface LicenseGuard extends RequestHandler {
+  /** Restores `stateFile`, runs the first check and starts the schedule. Resolves with the state. */
+  start(): Promise<LicenseState>;
+  /** Checks now; concurrent calls share one request. Resolves with the state afterwards. */
+  refresh(): Promise<LicenseState>;
+  /** Stops the schedule and all timers so the process can exit. */
+  close(): void;
+  readonly state: LicenseState;
+  status(): LicenseStatus;
+  on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
+  off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
+}
+
+function errorCode(error: unknown): string {
+  return typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
+}
+
+export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
+  const config: GuardConfig = resolveGuardOptions(options);
+  const monitor = new LicenseMonitor(config);
+  const poller = createPoller({
+    ...config,
+    check: async () => {
+      try {
+        const verdict = await config.client.checkLicense();
+        await monitor.verdictReceived(verdict, config.now());
+        return true;
+      } catch (error) {
+        monitor.checkFailed(error, config.now());
+        return false;
+      }
+    },
+  });
+
+  let started: Promise<LicenseState> | undefined;
+  let firstVerdictBy = 0;
+  let warnedNotStarted = false;
+
+  function start(): Promise<LicenseState> {
+    started ??= (async () => {
+      firstVerdictBy = config.now() + config.startupTimeoutMs;
+      await monitor.restore();
+      const first = poller.refresh();
+      poller.start();
+      await first;
+      return monitor.entry.state;
+    })();
+    return started;
+  }
+
+  /** Waits for the first check (bounded by startupTimeoutMs): a timer, never I/O of its own. */
+  function waitForFirstVerdict(): Promise<void> {
+    const remaining = firstVerdictBy - config.now();
+    if (!started || remaining <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, remaining);
+      void started?.finally(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  function handle(req: Request, res: Response, next: NextFunction, waited: boolean): void {
+    const { snapshot } = monitor.entry;
+    res.locals.branding = snapshot.branding;
+    res.locals.license = snapshot.license;
+    if (snapshot.lock === undefined || config.isAllowed(req)) {
+      next();
+      return;
+    }
+    if (snapshot.state === 'pending' && !waited) {
+      if (!started) {
+        if (!warnedNotStarted)
+          config.logger.warn(
+            'panel-license-guard: a request arrived before guard.start(); starting the license check now. Call `await guard.start()` at boot.',
+          );
+        warnedNotStarted = true;
+        void start();
+      }
+      waitForFirstVerdict().then(() => handle(req, res, next, true), next);
+      return;
+    }
+    sendLockResponse(req, res, next, config, snapshot);
+  }
+
+  const guard = ((req: Request, res: Response, next: NextFunction) => handle(req, res, next, false)) as LicenseGuard;
+  Object.defineProperties(guard, {
+    name: { value: 'licenseGuard' },
+    state: { get: () => monitor.entry.state, enumerable: true },
+  });
+  guard.start = start;
+  guard.refresh = async () => {
+    await poller.refresh();
+    return monitor.entry.state;
+  };
+  guard.close = () => {
+    poller.close();
+    monitor.close();
+  };
+  guard.status = () => {
+    const entry = monitor.entry;
+    return {
+      state: entry.state,
+      reason: entry.snapshot.lock?.reason ?? entry.reason,
+      lastCheckAt: monitor.lastCheckAt,
+      lastSuccessAt: entry.lastSuccessAt,
+      nextCheckAt: poller.nextCheckAt(),
+      consecutiveFailures: poller.consecutiveFailures(),
+      graceEndsAt: monitor.graceEndsAt(),
+      clockOffsetMs: config.client.clockOffsetMs(),
+      lastError: monitor.lastFailure ? errorCode(monitor.lastFailure.error) : null,
+    };
+  };
+  guard.on = (event, listener) => {
+    monitor.on(event, listener as (...args: unknown[]) => void);
+    return guard;
+  };
+  guard.off = (event, listener) => {
+    monitor.off(event, listener as (...args: unknown[]) => void);
+    return guard;
+  };
+  return guard;
+}

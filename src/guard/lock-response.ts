@@ -1,0 +1,63 @@
+// Serves a lock response: HTML page, host view, JSON for API clients, headers only for HEAD.
+import type { NextFunction, Request, Response } from 'express';
+import type { GuardConfig } from './guard-options.js';
+import type { GuardSnapshot, LockBodies } from './snapshot.js';
+
+function wantsJson(req: Request, apiPrefix: string | undefined): boolean {
+  if (apiPrefix !== undefined) {
+    const path = req.originalUrl.split('?', 1)[0] ?? '';
+    if (path === apiPrefix || path.startsWith(`${apiPrefix}/`)) return true;
+  }
+  if (req.xhr) return true;
+  return req.accepts(['html', 'json']) === 'json';
+}
+
+function renderView(req: Request, config: GuardConfig, snapshot: GuardSnapshot, lock: LockBodies): Promise<string> {
+  if (lock.renderedView !== undefined) return Promise.resolve(lock.renderedView);
+  // app.render uses app.locals plus what we pass, never per-request res.locals, so the
+  // result is the same for every request of this verdict and can be reused.
+  const locals = { branding: snapshot.branding, license: snapshot.license, reason: lock.reason };
+  return new Promise((resolve, reject) => {
+    req.app.render(config.lockView as string, locals, (error: Error | null, html?: string) => {
+      if (error || html === undefined) reject(error ?? new Error('lockView rendered nothing'));
+      else {
+        lock.renderedView = html;
+        resolve(html);
+      }
+    });
+  });
+}
+
+export function sendLockResponse(req: Request, res: Response, next: NextFunction, config: GuardConfig, snapshot: GuardSnapshot): void {
+  const lock = snapshot.lock;
+  if (!lock) {
+    next();
+    return;
+  }
+  res.status(config.lockStatus);
+  res.setHeader('Retry-After', String(config.retryAfterSeconds));
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-License-Status', snapshot.state);
+  res.setHeader('Vary', 'Accept');
+  const json = wantsJson(req, config.apiPrefix);
+  res.setHeader('Content-Type', json ? 'application/json; charset=utf-8' : 'text/html; charset=utf-8');
+  if (json) {
+    res.setHeader('Content-Length', String(lock.jsonBytes.byteLength));
+    res.end(req.method === 'HEAD' ? undefined : lock.jsonBytes);
+    return;
+  }
+  if (config.lockView === undefined) {
+    res.setHeader('Content-Security-Policy', lock.csp);
+    res.setHeader('Content-Length', String(lock.htmlBytes.byteLength));
+    res.end(req.method === 'HEAD' ? undefined : lock.htmlBytes);
+    return;
+  }
+  renderView(req, config, snapshot, lock).then(
+    (html) => {
+      const bytes = Buffer.from(html, 'utf8');
+      res.setHeader('Content-Length', String(bytes.byteLength));
+      res.end(req.method === 'HEAD' ? undefined : bytes);
+    },
+    (error: unknown) => next(error),
+  );
+}

@@ -1,0 +1,77 @@
+// The per-verdict view of a license: locals for templates and pre-rendered lock responses.
+import type { LicenseResponse } from '../client/license-response.js';
+import { type Branding, brandingFrom, cleanText } from './branding.js';
+import type { GuardConfig } from './guard-options.js';
+import { daysLeft, type LicenseState } from './license-state.js';
+import { lockPageCsp, renderLockPage } from './lock-page.js';
+
+/** What templates get as `res.locals.license`. */
+export interface LicenseLocals {
+  readonly state: LicenseState;
+  /** True while the panel serves normally (`active` or `grace`). */
+  readonly active: boolean;
+  readonly reason: string | null;
+  readonly status: string | null;
+  readonly billingType: string | null;
+  readonly expiresAt: string | null;
+  readonly daysLeft: number | null;
+}
+
+/**
+ * Everything the request path needs, computed once when the verdict or state changes, so that
+ * serving a request is a cache read and a few property assignments.
+ */
+export interface GuardSnapshot {
+  readonly state: LicenseState;
+  readonly branding: Branding;
+  readonly license: LicenseLocals;
+  /** Lock responses, present only when the state locks requests (`locked`, `pending`). */
+  readonly lock: LockBodies | undefined;
+}
+
+export interface LockBodies {
+  readonly reason: string;
+  readonly html: string;
+  readonly htmlBytes: Buffer;
+  readonly jsonBytes: Buffer;
+  readonly csp: string;
+  /** The host app's `lockView`, rendered on first use for this verdict and then reused. */
+  renderedView?: string;
+}
+
+export const REASON_MAX = 300;
+
+export function buildSnapshot(
+  config: GuardConfig,
+  state: LicenseState,
+  verdict: LicenseResponse | undefined,
+  reason: string | null,
+  now: number,
+): GuardSnapshot {
+  const panel = verdict?.panel;
+  const branding = brandingFrom(panel, config.defaults);
+  const cleanReason = reason === null ? null : (cleanText(reason, REASON_MAX) ?? null);
+  const expiresAt = cleanText(panel?.expires_at, 10);
+  const license: LicenseLocals = Object.freeze({
+    state,
+    active: state === 'active' || state === 'grace',
+    reason: cleanReason,
+    status: cleanText(panel?.status, 40),
+    billingType: cleanText(panel?.billing_type, 40),
+    expiresAt,
+    daysLeft: daysLeft(expiresAt ?? undefined, now),
+  });
+  let lock: LockBodies | undefined;
+  if (state === 'locked' || state === 'pending') {
+    const shownReason = cleanReason ?? (state === 'pending' ? 'License not verified yet' : 'This panel is locked.');
+    const html = renderLockPage({ branding, reason: shownReason, retryAfterSeconds: config.retryAfterSeconds });
+    lock = {
+      reason: shownReason,
+      html,
+      htmlBytes: Buffer.from(html, 'utf8'),
+      jsonBytes: Buffer.from(JSON.stringify({ ok: false, error: state === 'pending' ? 'license_pending' : 'panel_locked', reason: shownReason }), 'utf8'),
+      csp: lockPageCsp(branding),
+    };
+  }
+  return Object.freeze({ state, branding, license, lock });
+}

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { brandingFrom, safeColor, safeHttpUrl } from '../src/guard/branding.js';
+import { escapeHtml } from '../src/guard/html.js';
+import { renderLockPage } from '../src/guard/lock-page.js';
+
+const defaults = { name: 'Panel', color: '#334155' };
+
+describe('brandingFrom()', () => {
+  it('keeps valid values', () => {
+    expect(
+      brandingFrom(
+        {
+          name: '  Rhythm Hub ',
+          brand_color: '#FF5500',
+          brand_logo_url: 'https://cdn.example/l.png',
+          subdomain: 'rhythm',
+          custom_domain: 'Panel.Rhythm.example',
+        },
+        defaults,
+      ),
+    ).toEqual({ name: 'Rhythm Hub', color: '#ff5500', logoUrl: 'https://cdn.example/l.png', subdomain: 'rhythm', customDomain: 'panel.rhythm.example' });
+  });
+
+  it('refuses colours that are not #rrggbb', () => {
+    for (const attack of ['red', '#fff', '#ff5500; background:url(//evil)', '#ff550', '#gg5500', 'expression(alert(1))', '#ff5500\n', ' #ff5500']) {
+      expect(safeColor(attack, '#334155')).toBe('#334155');
+    }
+  });
+
+  it('refuses logo URLs that are not plain http(s)', () => {
+    for (const attack of [
+      'javascript:alert(1)',
+      'JaVaScRiPt:alert(1)',
+      ' javascript:alert(1)',
+      ' https://cdn.example/l.png',
+      'data:image/svg+xml,<svg onload=alert(1)>',
+      'vbscript:x',
+      '//evil.example/l.png',
+      '/logo.png',
+      'https://user:pass@cdn.example/l.png',
+      `https://cdn.example/${'a'.repeat(3000)}`,
+    ]) {
+      expect(safeHttpUrl(attack)).toBeNull();
+    }
+    expect(safeHttpUrl('HTTPS://cdn.example/l.png?x="><script>')).toBe('https://cdn.example/l.png?x=%22%3E%3Cscript%3E');
+  });
+
+  it('strips invisible characters, trims and caps the name', () => {
+    const branding = brandingFrom({ name: `\u202eevil\u0000 ${'x'.repeat(200)}` }, defaults);
+    expect(branding.name.startsWith('evil x')).toBe(true);
+    expect([...branding.name]).toHaveLength(80);
+    expect(brandingFrom({ name: ' \u200b ' }, defaults).name).toBe('Panel');
+  });
+
+  it('refuses hostnames with anything but labels', () => {
+    expect(brandingFrom({ subdomain: 'a b', custom_domain: 'evil.example/<script>' }, defaults)).toMatchObject({ subdomain: null, customDomain: null });
+  });
+});
+
+describe('renderLockPage()', () => {
+  it('escapes every remote value', () => {
+    const branding = brandingFrom({ name: '<img src=x onerror=alert(1)>', brand_logo_url: 'https://cdn.example/a.png?"onerror="alert(1)' }, defaults);
+    const html = renderLockPage({ branding, reason: '</p><script>alert(1)</script>', retryAfterSeconds: 300 });
+    expect(html).not.toContain('<script>');
+    expect(html).not.toContain('<img src=x');
+    expect(html).toContain(escapeHtml('</p><script>alert(1)</script>'));
+    expect(html).toContain('src="https://cdn.example/a.png?%22onerror=%22alert(1)"');
+  });
+});

@@ -1,0 +1,266 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import request from 'supertest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ChangeEvent, LicenseGuard } from '../src/index.js';
+import type { MotherEmulator } from '../src/testing.js';
+import { EXPRESS_VERSIONS, type GuardedApp, guardedApp } from './guard-app.js';
+import { API_KEY, API_SECRET, DEMO_PANEL, startEmulator } from './helpers.js';
+
+let emulator: MotherEmulator;
+const guards: LicenseGuard[] = [];
+beforeAll(async () => {
+  emulator = await startEmulator();
+});
+afterAll(() => emulator.close());
+beforeEach(() => {
+  emulator.setFaults({});
+  emulator.setPanel(API_KEY, { active: true, reason: null, panel: DEMO_PANEL.panel ?? {} });
+  emulator.reset();
+});
+afterEach(() => {
+  for (const guard of guards.splice(0)) guard.close();
+});
+
+const HOUR = 60 * 60 * 1000;
+
+describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => {
+  function setup(options: Parameters<typeof guardedApp>[2] = {}): GuardedApp {
+    const built = guardedApp(express, emulator, options);
+    guards.push(built.guard);
+    return built;
+  }
+
+  describe('when active', () => {
+    it('renders the branding in templates', async () => {
+      const { app, guard } = setup();
+      expect(await guard.start()).toBe('active');
+      const res = await request(app).get('/dashboard').expect(200);
+      expect(res.text).toContain('<span id="name">Rhythm Hub</span>');
+      expect(res.text).toContain('--brand: #ff5500;');
+      expect(res.text).toContain('src="https://cdn.rhythm.example/logo.png"');
+      expect(res.text).toContain('<p id="state">active</p>');
+    });
+
+    it('makes no license call on the request path', async () => {
+      // A yearly schedule: any license call during the 10,000 requests would come from the request path.
+      const { app, guard } = setup({ schedule: '0 0 1 1 *' });
+      await guard.start();
+      const server = app.listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      const { port } = server.address() as { port: number };
+      const before = emulator.requests.length;
+      for (let batch = 0; batch < 200; batch++) {
+        await Promise.all(Array.from({ length: 50 }, () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.arrayBuffer())));
+      }
+      await new Promise((r) => server.close(r));
+      expect(emulator.requests.length - before).toBe(0);
+    });
+
+    it('shares one request between concurrent refresh() calls', async () => {
+      const { guard } = setup();
+      await guard.start();
+      emulator.reset();
+      emulator.setFaults({ delayMs: 100 });
+      await Promise.all([guard.refresh(), guard.refresh(), guard.refresh()]);
+      expect(emulator.requests.filter((r) => r.endpoint === 'license.php')).toHaveLength(1);
+    });
+  });
+
+  describe('when locked', () => {
+    async function locked(options: Parameters<typeof guardedApp>[2] = {}) {
+      const built = setup(options);
+      await built.guard.start();
+      const events: string[] = [];
+      built.guard.on('lock', () => events.push('lock')).on('unlock', () => events.push('unlock'));
+      emulator.setPanel(API_KEY, { active: false, reason: 'Invoice <b>overdue</b>' });
+      expect(await built.guard.refresh()).toBe('locked');
+      return { ...built, events };
+    }
+
+    it('serves the branded lock page with the escaped reason', async () => {
+      const { app } = await locked();
+      const res = await request(app).get('/dashboard').set('Accept', 'text/html').expect(503);
+      expect(res.headers['retry-after']).toBe('300');
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers['x-license-status']).toBe('locked');
+      expect(res.headers['content-security-policy']).toContain("default-src 'none'");
+      expect(res.text).toContain('Invoice &lt;b&gt;overdue&lt;/b&gt;');
+      expect(res.text).toContain('<h1>Rhythm Hub</h1>');
+      expect(res.text).toContain('--brand: #ff5500;');
+      expect(res.text).not.toMatch(/<link|<script/);
+    });
+
+    it('answers JSON to API clients and under apiPrefix', async () => {
+      const { app } = await locked();
+      const body = { ok: false, error: 'panel_locked', reason: 'Invoice <b>overdue</b>' };
+      expect((await request(app).get('/dashboard').set('Accept', 'application/json').expect(503)).body).toEqual(body);
+      expect((await request(app).get('/api/data').set('Accept', 'text/html').expect(503)).body).toEqual(body);
+    });
+
+    it('answers HEAD with headers only', async () => {
+      const { app } = await locked();
+      const res = await request(app).head('/dashboard').expect(503);
+      expect(res.headers['x-license-status']).toBe('locked');
+      expect(res.text ?? '').toBe('');
+    });
+
+    it('keeps allowed paths served', async () => {
+      const { app } = await locked();
+      expect((await request(app).get('/healthz').expect(200)).body).toEqual({ ok: true, license: 'locked' });
+      await request(app).get('/static/app.css').expect(200);
+    });
+
+    it('uses lockStatus and the host view, rendered once per verdict', async () => {
+      const { app, renders } = await locked({ lockView: 'locked', lockStatus: 403 });
+      for (let i = 0; i < 3; i++) {
+        const res = await request(app).get('/x').expect(403);
+        expect(res.text).toContain('<h1 id="custom-lock">Rhythm Hub is locked</h1>');
+        expect(res.text).toContain('Invoice &lt;b&gt;overdue&lt;/b&gt;');
+      }
+      expect(renders()).toBe(1);
+    });
+
+    it('unlocks on the next active verdict, firing each event once', async () => {
+      const { app, guard, events } = await locked();
+      await guard.refresh();
+      emulator.setPanel(API_KEY, { active: true, reason: null });
+      expect(await guard.refresh()).toBe('active');
+      await guard.refresh();
+      await request(app).get('/dashboard').expect(200);
+      expect(events).toEqual(['lock', 'unlock']);
+    });
+
+    const malformed: [string, unknown][] = [
+      ['active as a string', { ok: true, active: 'true', reason: null, panel: {} }],
+      ['a missing panel', { ok: true, active: true, reason: null }],
+      ['an HTML page with 200', '<html><body>Maintenance</body></html>'],
+      ['ok: false', { ok: false, error: 'x' }],
+    ];
+    for (const [what, body] of malformed) {
+      it(`stays locked on ${what}`, async () => {
+        const { app, guard } = await locked();
+        const errors: unknown[] = [];
+        guard.on('error', (e) => errors.push(e));
+        emulator.setPanel(API_KEY, { active: true, reason: null });
+        emulator.setFaults({ licenseBody: body });
+        expect(await guard.refresh()).toBe('locked');
+        expect(errors).toHaveLength(1);
+        await request(app).get('/dashboard').expect(503);
+      });
+    }
+  });
+
+  describe('when the mother is unreachable', () => {
+    it('keeps serving through grace, then locks when grace ends', async () => {
+      let now = Date.now();
+      const { app, guard } = setup({ now: () => now, gracePeriodMs: 72 * HOUR });
+      const changes: ChangeEvent[] = [];
+      guard.on('change', (c) => changes.push(c)).on('error', () => {});
+      await guard.start();
+      emulator.setFaults({ down: true });
+      now += HOUR;
+      expect(await guard.refresh()).toBe('grace');
+      await request(app).get('/dashboard').expect(200);
+      expect(guard.status()).toMatchObject({ state: 'grace', consecutiveFailures: 1, lastError: 'HTTP_STATUS' });
+      expect(guard.status().graceEndsAt).toBe((guard.status().lastSuccessAt ?? 0) + 72 * HOUR);
+      now += 71 * HOUR + 1000;
+      expect(await guard.refresh()).toBe('locked');
+      const res = await request(app).get('/dashboard').set('Accept', 'application/json').expect(503);
+      expect(res.body.reason).toMatch(/^The license could not be verified since \d{4}-/);
+      expect(changes.map((c) => c.state)).toEqual(['active', 'grace', 'locked']);
+    });
+
+    it('never lets grace run past expires_at', async () => {
+      let now = Date.UTC(2030, 0, 10, 12);
+      emulator.setPanel(API_KEY, { panel: { expires_at: '2030-01-10' } });
+      const { guard } = setup({ now: () => now });
+      guard.on('error', () => {});
+      await guard.start();
+      emulator.setFaults({ down: true });
+      expect(await guard.refresh()).toBe('grace');
+      expect(guard.status().graceEndsAt).toBe(Date.UTC(2030, 0, 11));
+      now = Date.UTC(2030, 0, 11, 0, 0, 1);
+      expect(await guard.refresh()).toBe('locked');
+    });
+
+    it('starts pending and answers "License not verified yet" after startupTimeoutMs', async () => {
+      emulator.setFaults({ down: true });
+      const { app, guard } = setup({ startupTimeoutMs: 150 });
+      guard.on('error', () => {});
+      expect(await guard.start()).toBe('pending');
+      const res = await request(app).get('/api/data').expect(503);
+      expect(res.body).toEqual({ ok: false, error: 'license_pending', reason: 'License not verified yet' });
+      expect(res.headers['retry-after']).toBeDefined();
+      await request(app).get('/healthz').expect(200);
+      emulator.setFaults({});
+      expect(await guard.refresh()).toBe('active');
+      await request(app).get('/api/data').expect(200);
+    });
+
+    it('lets early requests wait for the first verdict', async () => {
+      emulator.setFaults({ delayMs: 200 });
+      const { app, guard } = setup({ startupTimeoutMs: 5000 });
+      const starting = guard.start();
+      await request(app).get('/dashboard').expect(200);
+      await starting;
+    });
+  });
+
+  describe('with stateFile', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plg-state-'));
+
+    it('keeps an active panel serving across a restart during an outage', async () => {
+      const stateFile = join(dir, `active-${Math.random()}.json`);
+      const first = setup({ stateFile });
+      await first.guard.start();
+      first.guard.close();
+      expect(statSync(stateFile).mode & 0o777).toBe(0o600);
+      expect(readFileSync(stateFile, 'utf8')).not.toContain(API_SECRET);
+      emulator.setFaults({ down: true });
+      const second = setup({ stateFile });
+      second.guard.on('error', () => {});
+      expect(await second.guard.start()).toBe('grace');
+      await request(second.app).get('/dashboard').expect(200);
+    });
+
+    it('keeps a locked panel locked across a restart during an outage', async () => {
+      const stateFile = join(dir, `locked-${Math.random()}.json`);
+      emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+      const first = setup({ stateFile });
+      expect(await first.guard.start()).toBe('locked');
+      first.guard.close();
+      emulator.setFaults({ down: true });
+      const second = setup({ stateFile });
+      second.guard.on('error', () => {});
+      expect(await second.guard.start()).toBe('locked');
+      expect((await request(second.app).get('/x').set('Accept', 'application/json').expect(503)).body.reason).toBe('Suspended');
+    });
+
+    it('reports a corrupt file and carries on', async () => {
+      const stateFile = join(dir, 'corrupt.json');
+      writeFileSync(stateFile, '{"version":1,"panel":');
+      const { guard } = setup({ stateFile });
+      const errors: Error[] = [];
+      guard.on('error', (e) => errors.push(e as Error));
+      expect(await guard.start()).toBe('active');
+      expect(errors[0]?.message).toMatch(/corrupt and was ignored/);
+      expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ version: 1 });
+    });
+  });
+});
+
+describe('licenseGuard() options', () => {
+  const base = { baseUrl: 'https://mother.example/api', apiKey: API_KEY, apiSecret: API_SECRET };
+  it('names the bad option and the fix', async () => {
+    const { licenseGuard } = await import('../src/index.js');
+    expect(() => licenseGuard({ ...base, shedule: '* * * * *' } as never)).toThrow(/unknown option `shedule`. Did you mean `schedule`\?/);
+    expect(() => licenseGuard({ ...base, schedule: 'every 5 minutes' })).toThrow(/`schedule` is not a valid cron expression/);
+    expect(() => licenseGuard({ ...base, lockStatus: 200 })).toThrow(/`lockStatus` must be an HTTP error status/);
+    expect(() => licenseGuard({ ...base, defaultColor: 'red' })).toThrow(/`defaultColor` must be #rrggbb/);
+    expect(() => licenseGuard({ ...base, allow: ['healthz'] })).toThrow(/`allow` has an invalid path prefix "healthz"/);
+    expect(() => licenseGuard({ ...base, retryBaseMs: 10_000, retryMaxMs: 1000 })).toThrow(/`retryMaxMs`/);
+    expect(() => licenseGuard({ ...base, apiSecret: '' })).toThrow(/`apiSecret`/);
+  });
+});
