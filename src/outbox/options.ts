@@ -1,0 +1,149 @@
+// Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
+import type { ReleaseResponse } from '../client/license-response.js';
+import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import type { OutboxLogger } from './events.js';
+import type { OutboxStore } from './store.js';
+
+/** What the outbox needs from a client. A `MotherClient` from `createMotherClient()` fits. */
+export interface ReleaseSender {
+  /** Sends these exact bytes; resolves with `{ ok: true, release_id }` or throws a `MotherError`. */
+  pushSerializedRelease(body: string): Promise<ReleaseResponse>;
+}
+
+export interface ReleaseOutboxOptions {
+  /** The mother client that sends releases (`createMotherClient()`). Required. */
+  client: ReleaseSender;
+  /**
+   * Path of the SQLite file holding the queue (needs the optional peer dependency
+   * `better-sqlite3@12`). `':memory:'` keeps the queue in memory: lost when the process ends.
+   * Pass `file` or `store`, not both. @default undefined
+   */
+  file?: string;
+  /** A store instance instead of `file` (e.g. `createSqliteOutboxStore()` with custom settings). Not closed by `close()`. @default undefined */
+  store?: OutboxStore;
+  /** Most pushes in flight at once; also the largest batch read from the store. @default 4 */
+  concurrency?: number;
+  /** Ceiling of the first retry delay; doubled after each failure (full jitter). @default 1000 */
+  baseDelayMs?: number;
+  /** Longest retry delay, `Retry-After` included. @default 900000 (15 minutes) */
+  maxDelayMs?: number;
+  /** Delay after the mother rejects our credentials (401): slow, since only a human can fix that. @default 300000 (5 minutes) */
+  authRetryDelayMs?: number;
+  /**
+   * How long a claimed release is reserved for this process. Another process (or this one after a
+   * crash) may send it again once the lease ends, so keep it well above the client's `timeoutMs`.
+   * @default 60000
+   */
+  leaseMs?: number;
+  /** How often an idle worker looks for due releases (e.g. queued by another process). @default 1000 */
+  pollIntervalMs?: number;
+  /** Clock in epoch milliseconds; injected by tests. @default Date.now */
+  now?: () => number;
+  /** Uniform random number in [0, 1) for the jitter; injected by tests. @default Math.random */
+  random?: () => number;
+  /** Start delivering at once. With `false`, call `start()`. @default true */
+  autoStart?: boolean;
+  /** Receives what no listener handled (an unheard 'error', a dead release without a 'dead' listener). @default console */
+  logger?: OutboxLogger;
+}
+
+export type StoreSource = { kind: 'memory' } | { kind: 'file'; file: string } | { kind: 'given'; store: OutboxStore };
+
+export interface ResolvedOutboxConfig {
+  client: ReleaseSender;
+  storeSource: StoreSource;
+  concurrency: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  authRetryDelayMs: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  now: () => number;
+  random: () => number;
+  autoStart: boolean;
+  logger: OutboxLogger;
+}
+
+const KNOWN = [
+  'client',
+  'file',
+  'store',
+  'concurrency',
+  'baseDelayMs',
+  'maxDelayMs',
+  'authRetryDelayMs',
+  'leaseMs',
+  'pollIntervalMs',
+  'now',
+  'random',
+  'autoStart',
+  'logger',
+] as const;
+
+const STORE_METHODS = ['enqueue', 'claimDue', 'settle', 'counts', 'list', 'requeueDead', 'close'] as const;
+const MAX_CONCURRENCY = 64;
+
+function resolveStoreSource(file: unknown, store: unknown): StoreSource {
+  if (file !== undefined && store !== undefined) {
+    throw optionError('file', 'and `store` were both given', 'Pass `file` for the built-in SQLite store, or `store` for your own, not both.');
+  }
+  if (store !== undefined) {
+    const missing = STORE_METHODS.find((method) => typeof (store as Record<string, unknown> | null)?.[method] !== 'function');
+    if (missing)
+      throw optionError('store', `is not an outbox store (no \`${missing}()\` method)`, 'Pass createSqliteOutboxStore(...) or createMemoryOutboxStore().');
+    return { kind: 'given', store: store as OutboxStore };
+  }
+  if (file === undefined) {
+    throw optionError('file', 'is required (or `store`)', 'Pass a path such as "./data/outbox.db", or ":memory:" for a queue that is not durable.');
+  }
+  if (typeof file !== 'string' || file.trim() === '')
+    throw optionError('file', `must be a non-empty path, received ${JSON.stringify(file)}`, 'Pass a path such as "./data/outbox.db".');
+  return file === ':memory:' ? { kind: 'memory' } : { kind: 'file', file };
+}
+
+function resolveLogger(value: unknown): OutboxLogger {
+  if (value === undefined) return console;
+  const logger = value as Partial<OutboxLogger> | null;
+  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {
+    throw optionError('logger', 'must have `warn` and `error` methods', 'Pass `console`, a pino/winston logger, or leave it out.');
+  }
+  return logger as OutboxLogger;
+}
+
+/** Validates everything up front: a misspelt or impossible option fails at start-up, not at 3 a.m. */
+export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOutboxConfig {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { client, file: "./data/outbox.db" }.');
+  rejectUnknownOptions('createReleaseOutbox', options, KNOWN);
+  const { client } = options as { client?: unknown };
+  if (typeof (client as Partial<ReleaseSender> | null | undefined)?.pushSerializedRelease !== 'function') {
+    throw optionError(
+      'client',
+      'must be a mother client (an object with `pushSerializedRelease()`)',
+      'Pass createMotherClient({ baseUrl, apiKey, apiSecret }).',
+    );
+  }
+  const concurrency = positiveInteger('concurrency', options.concurrency, 4);
+  if (concurrency > MAX_CONCURRENCY)
+    throw optionError('concurrency', `must be at most ${MAX_CONCURRENCY}, received ${concurrency}`, 'A handful of parallel pushes is plenty; try 4.');
+  const baseDelayMs = positiveInteger('baseDelayMs', options.baseDelayMs, 1000);
+  const maxDelayMs = positiveInteger('maxDelayMs', options.maxDelayMs, 15 * 60_000);
+  if (maxDelayMs < baseDelayMs)
+    throw optionError('maxDelayMs', `(${maxDelayMs}) is below \`baseDelayMs\` (${baseDelayMs})`, 'Raise `maxDelayMs` or lower `baseDelayMs`.');
+  if (options.autoStart !== undefined && typeof options.autoStart !== 'boolean') {
+    throw optionError('autoStart', `must be true or false, received ${JSON.stringify(options.autoStart)}`, 'Leave it out to start at once.');
+  }
+  return {
+    client: client as ReleaseSender,
+    storeSource: resolveStoreSource(options.file, options.store),
+    concurrency,
+    baseDelayMs,
+    maxDelayMs,
+    authRetryDelayMs: positiveInteger('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000),
+    leaseMs: positiveInteger('leaseMs', options.leaseMs, 60_000),
+    pollIntervalMs: positiveInteger('pollIntervalMs', options.pollIntervalMs, 1000),
+    now: optionalFunction<() => number>('now', options.now) ?? Date.now,
+    random: optionalFunction<() => number>('random', options.random) ?? Math.random,
+    autoStart: options.autoStart ?? true,
+    logger: resolveLogger(options.logger),
+  };
+}

@@ -1,0 +1,214 @@
+// createReleaseOutbox(): durable release delivery — store first, then a background worker pushes to the mother.
+import { createHash, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { type Release, serializeRelease, validateRelease } from '../release.js';
+import { createOutboxEmitter, type OutboxEventName, type OutboxListener } from './events.js';
+import { createMemoryOutboxStore } from './memory-store.js';
+import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
+import { createSqliteOutboxStore } from './sqlite-store.js';
+import type { EnqueueResult, OutboxState, OutboxStore, StoredRow } from './store.js';
+import { createDeliveryWorker } from './worker.js';
+
+export interface OutboxStats {
+  pending: number;
+  delivered: number;
+  dead: number;
+  /** Pushes this instance has in flight right now (at most `concurrency`). */
+  inFlight: number;
+  /** Epoch ms until which this worker holds off after failures (mother down, 401, Retry-After). */
+  pausedUntil: number | undefined;
+}
+
+/** One stored release, as `list()` shows it. Times are epoch milliseconds. */
+export interface OutboxEntry {
+  id: number;
+  state: OutboxState;
+  remoteTrackId: string | undefined;
+  /** The release exactly as it is (or was) sent. */
+  release: Release;
+  attempts: number;
+  nextAttemptAt: number;
+  /** Why the last attempt failed; for a dead release, the mother's refusal. */
+  lastError: string | undefined;
+  /** The mother's `release_id`, once delivered. */
+  releaseId: number | undefined;
+  /** True while some worker holds an unexpired lease on it (a push is in flight). */
+  leased: boolean;
+  createdAt: number;
+  updatedAt: number;
+  deliveredAt: number | undefined;
+}
+
+export interface ReleaseOutbox {
+  /** Validates, then stores the release durably; resolves once it is committed. Delivery follows in the background. */
+  enqueue(release: Release): Promise<EnqueueResult>;
+  stats(): Promise<OutboxStats>;
+  /** Stored releases in queue order. @default limit 100 (at most 1000) */
+  list(query?: { state?: OutboxState; limit?: number }): Promise<OutboxEntry[]>;
+  /** Moves a dead release back to pending. Resolves false when `id` is not a dead release. */
+  retry(id: number): Promise<boolean>;
+  /** Moves every dead release back to pending; resolves with how many. */
+  retryAllDead(): Promise<number>;
+  /** Starts the worker (only needed with `autoStart: false`). */
+  start(): void;
+  /**
+   * Resolves when nothing is pending any more (every release delivered or dead), keeping the
+   * process alive meanwhile. Pass `AbortSignal.timeout(ms)` to give up: a down mother never drains.
+   */
+  drain(options?: { signal?: AbortSignal }): Promise<OutboxStats>;
+  /** Stops the worker, waits for pushes in flight to be recorded, and closes the store it opened. */
+  close(): Promise<void>;
+  on<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
+  off<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
+}
+
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1000;
+
+function openStore(source: StoreSource): { store: OutboxStore; owned: boolean } {
+  if (source.kind === 'given') return { store: source.store, owned: false };
+  if (source.kind === 'memory') return { store: createMemoryOutboxStore(), owned: true };
+  return { store: createSqliteOutboxStore({ file: source.file }), owned: true };
+}
+
+function parseRelease(body: string): Release {
+  return (JSON.parse(body) as { release: Release }).release;
+}
+
+export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbox {
+  const config = resolveOutboxOptions(options);
+  const { store, owned } = openStore(config.storeSource);
+  const events = createOutboxEmitter(config.logger);
+  const drainWaiters = new Set<{ resolve: (stats: OutboxStats) => void; reject: (error: unknown) => void }>();
+  let checkingDrain = false;
+  let checkDrainAgain = false;
+  let closed: Promise<void> | undefined;
+
+  const worker = createDeliveryWorker({
+    ...config,
+    store,
+    events,
+    owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    onProgress: () => void checkDrained(),
+  });
+
+  function assertOpen(method: string): void {
+    if (closed) throw new Error(`panel-license-guard: outbox.${method}() was called after close().`);
+  }
+
+  async function stats(): Promise<OutboxStats> {
+    const counts = await store.counts();
+    return { ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil() };
+  }
+
+  function settleDrainWaiters(outcome: { stats: OutboxStats } | { error: unknown }): void {
+    for (const waiter of drainWaiters) {
+      if ('stats' in outcome) waiter.resolve(outcome.stats);
+      else waiter.reject(outcome.error);
+    }
+    drainWaiters.clear();
+    worker.setKeepAlive(false);
+  }
+
+  /** Counts rows only while someone waits, and one count at a time (progress meanwhile asks again). */
+  async function checkDrained(): Promise<void> {
+    if (drainWaiters.size === 0 || closed) return;
+    if (checkingDrain) {
+      checkDrainAgain = true;
+      return;
+    }
+    checkingDrain = true;
+    try {
+      do {
+        checkDrainAgain = false;
+        const current = await stats();
+        if (current.pending === 0 && current.inFlight === 0) settleDrainWaiters({ stats: current });
+      } while (checkDrainAgain && drainWaiters.size > 0);
+    } catch (error) {
+      settleDrainWaiters({ error });
+    } finally {
+      checkingDrain = false;
+    }
+  }
+
+  const outbox: ReleaseOutbox = {
+    async enqueue(release) {
+      assertOpen('enqueue');
+      // Validation throws InvalidReleaseError naming the field: a bad release is never stored.
+      const valid = validateRelease(release);
+      const body = serializeRelease(valid);
+      const contentHash = createHash('sha256').update(body, 'utf8').digest('hex');
+      const result = await store.enqueue({ remoteTrackId: valid.remote_track_id, body, contentHash }, config.now());
+      if (result.state === 'pending') worker.kick();
+      return result;
+    },
+    async stats() {
+      assertOpen('stats');
+      return stats();
+    },
+    async list(query = {}) {
+      assertOpen('list');
+      const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
+        throw new RangeError(`panel-license-guard: list() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
+      const rows: StoredRow[] = await store.list({ state: query.state, limit });
+      const nowMs = config.now();
+      return rows.map(({ body, contentHash: _hash, leaseOwner: _owner, leaseExpiresAt, ...row }) => ({
+        ...row,
+        release: parseRelease(body),
+        leased: row.state === 'pending' && leaseExpiresAt !== undefined && leaseExpiresAt > nowMs,
+      }));
+    },
+    async retry(id) {
+      assertOpen('retry');
+      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: retry() needs a release id (an integer), received ${JSON.stringify(id)}.`);
+      const requeued = await store.requeueDead(id, config.now());
+      if (requeued > 0) worker.kick();
+      return requeued > 0;
+    },
+    async retryAllDead() {
+      assertOpen('retryAllDead');
+      const requeued = await store.requeueDead(undefined, config.now());
+      if (requeued > 0) worker.kick();
+      return requeued;
+    },
+    start() {
+      assertOpen('start');
+      worker.start();
+    },
+    drain({ signal } = {}) {
+      if (closed) return Promise.reject(new Error('panel-license-guard: outbox.drain() was called after close().'));
+      if (!worker.isRunning()) return Promise.reject(new Error('panel-license-guard: outbox.drain() needs the worker running; call outbox.start() first.'));
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      return new Promise<OutboxStats>((resolve, reject) => {
+        const waiter = { resolve, reject };
+        drainWaiters.add(waiter);
+        worker.setKeepAlive(true);
+        signal?.addEventListener('abort', () => {
+          if (!drainWaiters.delete(waiter)) return;
+          if (drainWaiters.size === 0) worker.setKeepAlive(false);
+          reject(signal.reason);
+        });
+        void checkDrained();
+      });
+    },
+    close() {
+      closed ??= (async () => {
+        await worker.stop();
+        settleDrainWaiters({ error: new Error('panel-license-guard: the outbox was closed before it drained.') });
+        if (owned) await store.close();
+      })();
+      return closed;
+    },
+    on(event, listener) {
+      events.on(event, listener);
+      return outbox;
+    },
+    off(event, listener) {
+      events.off(event, listener);
+      return outbox;
+    },
+  };
+  if (config.autoStart) worker.start();
+  return outbox;
+}

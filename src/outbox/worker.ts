@@ -1,0 +1,223 @@
+// The delivery worker: leases due rows in small batches, pushes at most N at once, records each outcome.
+import { retryDelayMs } from './backoff.js';
+import type { OutboxEmitter } from './events.js';
+import { asError, classifyFailure, type FailureAction } from './failure.js';
+import type { ReleaseSender } from './options.js';
+import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
+
+export interface WorkerConfig {
+  store: OutboxStore;
+  client: ReleaseSender;
+  events: OutboxEmitter;
+  /** Lease owner name, unique per outbox instance. */
+  owner: string;
+  concurrency: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  authRetryDelayMs: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  now: () => number;
+  random: () => number;
+  /** Called after every recorded attempt and every poll tick; drain() checks the counts there. */
+  onProgress: () => void;
+}
+
+export interface DeliveryWorker {
+  start(): void;
+  /** Look for due rows now (after an enqueue or a requeue) instead of at the next poll. */
+  kick(): void;
+  /** Stops claiming rows; resolves once every push in flight has been recorded. */
+  stop(): Promise<void>;
+  /** While true, the poll timer keeps the process alive (someone awaits drain()). */
+  setKeepAlive(on: boolean): void;
+  isRunning(): boolean;
+  inFlight(): number;
+  /** Epoch ms until which the worker holds off after failures, if it does. */
+  pausedUntil(): number | undefined;
+}
+
+interface Attempt {
+  outcome: DeliveryOutcome;
+  error: Error | undefined;
+  delayMs: number;
+  credentialsRejected: boolean;
+}
+
+export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
+  const { store, client, events, owner, now } = config;
+  const inFlight = new Set<Promise<void>>();
+  let running = false;
+  let pumping = false;
+  let pumpAgain = false;
+  let pumpDone: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  let timerAt = Number.POSITIVE_INFINITY;
+  let keepAlive = false;
+  let holdUntil = 0;
+  let consecutiveFailures = 0;
+
+  /** One timer for everything (poll, backoff, pause): unref'd, so it never keeps a process alive. */
+  function wakeAt(atMs: number): void {
+    if (!running || (timer !== undefined && timerAt <= atMs)) return;
+    clearTimeout(timer);
+    timerAt = atMs;
+    timer = setTimeout(onTimer, Math.max(0, atMs - now()));
+    if (!keepAlive) timer.unref();
+  }
+
+  function onTimer(): void {
+    timer = undefined;
+    timerAt = Number.POSITIVE_INFINITY;
+    config.onProgress();
+    kick();
+  }
+
+  function kick(): void {
+    if (!running) return;
+    if (pumping) {
+      pumpAgain = true;
+      return;
+    }
+    pumping = true;
+    pumpDone = pump();
+  }
+
+  async function pump(): Promise<void> {
+    try {
+      do {
+        pumpAgain = false;
+        await fillFreeSlots();
+      } while (pumpAgain && running);
+    } finally {
+      pumping = false;
+    }
+    // Poll even when idle: another process may enqueue into the same file, or crash and leave leases.
+    wakeAt(now() + config.pollIntervalMs);
+  }
+
+  /** Claims only as many rows as there are free slots, so memory stays flat whatever the backlog. */
+  async function fillFreeSlots(): Promise<void> {
+    while (running) {
+      const nowMs = now();
+      if (nowMs < holdUntil) return wakeAt(holdUntil);
+      const free = config.concurrency - inFlight.size;
+      if (free <= 0) return;
+      let batch: ClaimedRow[];
+      try {
+        batch = await store.claimDue({ owner, limit: free, nowMs, leaseMs: config.leaseMs });
+      } catch (error) {
+        return reportError(error, undefined);
+      }
+      for (const row of batch) startDelivery(row);
+      if (batch.length < free) return;
+    }
+  }
+
+  function startDelivery(row: ClaimedRow): void {
+    const delivery: Promise<void> = deliver(row).finally(() => {
+      inFlight.delete(delivery);
+      config.onProgress();
+      kick();
+    });
+    inFlight.add(delivery);
+  }
+
+  function holdClaimsUntil(atMs: number): void {
+    holdUntil = Math.max(holdUntil, atMs);
+  }
+
+  function afterFailure(action: FailureAction, attempts: number, error: Error): Attempt {
+    const nowMs = now();
+    const reason = error.message;
+    if (action.action === 'dead') {
+      consecutiveFailures = 0; // the mother answered, so it is up
+      return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, credentialsRejected: false };
+    }
+    if (action.action === 'auth') {
+      // Every row would get the same 401: hold the whole queue, not just this row.
+      holdClaimsUntil(nowMs + config.authRetryDelayMs);
+      const delayMs = config.authRetryDelayMs;
+      return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, credentialsRejected: true };
+    }
+    consecutiveFailures++;
+    const backoff = { baseDelayMs: config.baseDelayMs, maxDelayMs: config.maxDelayMs, random: config.random, retryAfterMs: action.retryAfterMs };
+    const delayMs = retryDelayMs({ ...backoff, attempt: attempts });
+    // The mother is most likely failing for every row: back off the worker as well, so a large
+    // backlog probes a dead mother a few times instead of once per row.
+    holdClaimsUntil(nowMs + retryDelayMs({ ...backoff, attempt: consecutiveFailures }));
+    return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, credentialsRejected: false };
+  }
+
+  async function attempt(row: ClaimedRow): Promise<Attempt> {
+    const attempts = row.attempts + 1;
+    try {
+      const answer = await client.pushSerializedRelease(row.body);
+      const releaseId: unknown = (answer as { release_id?: unknown } | undefined)?.release_id;
+      if (typeof releaseId !== 'number' || !Number.isInteger(releaseId)) {
+        throw new Error('The client resolved without an integer `release_id`; the attempt counts as failed.');
+      }
+      consecutiveFailures = 0;
+      return { outcome: { kind: 'delivered', releaseId }, error: undefined, delayMs: 0, credentialsRejected: false };
+    } catch (error) {
+      return afterFailure(classifyFailure(error), attempts, asError(error));
+    }
+  }
+
+  async function deliver(row: ClaimedRow): Promise<void> {
+    const { outcome, error, delayMs, credentialsRejected } = await attempt(row);
+    let result: SettleResult;
+    try {
+      result = await store.settle(row, owner, outcome, now());
+    } catch (storeError) {
+      // Not recorded: the lease runs out and the row is sent again (at-least-once).
+      return reportError(storeError, row);
+    }
+    if (result === 'stale') return;
+    const { id, remoteTrackId } = row;
+    const attempts = row.attempts + 1;
+    if (outcome.kind === 'delivered') {
+      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, superseded: result === 'superseded' });
+      return;
+    }
+    const failure = error ?? new Error(outcome.error);
+    if (credentialsRejected) events.emit('error', { error: failure, id, remoteTrackId });
+    if (outcome.kind === 'dead' && result === 'applied') {
+      events.emit('dead', { id, remoteTrackId, attempts, error: failure, message: outcome.error });
+      return;
+    }
+    // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
+    const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
+    events.emit('retrying', { id, remoteTrackId, attempts, delayMs: outcome.kind === 'retry' ? delayMs : 0, nextAttemptAt, error: failure });
+    wakeAt(nextAttemptAt);
+  }
+
+  function reportError(error: unknown, row: ClaimedRow | undefined): void {
+    events.emit('error', { error: asError(error), id: row?.id, remoteTrackId: row?.remoteTrackId });
+  }
+
+  return {
+    start() {
+      if (running) return;
+      running = true;
+      kick();
+    },
+    kick,
+    async stop() {
+      running = false;
+      clearTimeout(timer);
+      timer = undefined;
+      timerAt = Number.POSITIVE_INFINITY;
+      await pumpDone;
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    },
+    setKeepAlive(on) {
+      keepAlive = on;
+      if (on) timer?.ref();
+      else timer?.unref();
+    },
+    isRunning: () => running,
+    inFlight: () => inFlight.size,
+    pausedUntil: () => (holdUntil > now() ? holdUntil : undefined),
+  };
+}
