@@ -1,0 +1,85 @@
+// The example white-label panel: Express + EJS behind licenseGuard(), as a partner would build it.
+import { fileURLToPath } from 'node:url';
+import express from 'express';
+import { createMotherClient, InvalidReleaseError, licenseGuard } from 'panel-license-guard';
+
+const here = (path) => fileURLToPath(new URL(path, import.meta.url));
+
+/**
+ * Builds the panel. Nothing starts until `start()`: tests and `start.js` decide when.
+
+ * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, demoControls?: boolean, logger?: { warn(m: string): void, error(m: string): void } }} config
+ */
+export function createPanelApp(config) {
+  const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
+  const guard = licenseGuard({
+    client,
+    allow: ['/healthz', '/static'],
+    apiPrefix: '/api',
+    lockView: 'locked',
+    ...(config.stateFile ? { stateFile: config.stateFile } : {}),
+    ...(config.logger ? { logger: config.logger } : {}),
+  });
+  const uploads = [];
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('views', here('./views'));
+  app.set('view engine', 'ejs');
+
+  // Served while locked too (allow list): the lock view and the logo need them.
+  app.use('/static', express.static(here('./public'), { maxAge: '1h' }));
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true, license: guard.status() });
+  });
+
+  if (config.demoControls) {
+    // Demo only: lets `npm start` users apply a flipped license at once instead of waiting for
+    // the schedule. refresh() shares an in-flight check, so this cannot stack requests.
+    app.post('/healthz/refresh', async (_req, res) => {
+      res.json({ ok: true, state: await guard.refresh() });
+    });
+  }
+
+  app.use(guard);
+  app.use(express.urlencoded({ extended: false, limit: '32kb' }));
+
+  app.get('/', (_req, res) => {
+    res.render('dashboard', { uploads });
+  });
+  app.get('/upload', (_req, res) => {
+    res.render('upload', { error: null, values: {} });
+  });
+  app.post('/upload', async (req, res, next) => {
+    // Only known, non-empty fields go into the release; validation names the bad one.
+    const fields = ['title', 'primary_artist', 'album', 'genre', 'language', 'isrc', 'release_date', 'remote_track_id'];
+    const release = Object.fromEntries(fields.filter((f) => typeof req.body[f] === 'string' && req.body[f].trim() !== '').map((f) => [f, req.body[f].trim()]));
+    try {
+      const result = await client.pushRelease(release);
+      uploads.unshift({ title: release.title, state: 'delivered', releaseId: result.release_id, at: new Date().toISOString() });
+      res.redirect(303, '/');
+    } catch (error) {
+      if (error instanceof InvalidReleaseError) {
+        res.status(422).render('upload', { error: error.message, values: release });
+        return;
+      }
+      if (error && typeof error === 'object' && 'code' in error) {
+        uploads.unshift({ title: release.title, state: `failed (${error.code})`, releaseId: null, at: new Date().toISOString() });
+        res.redirect(303, '/');
+        return;
+      }
+      next(error);
+    }
+  });
+  app.get('/api/status', (_req, res) => {
+    res.json({ ok: true, branding: res.locals.branding, license: res.locals.license });
+  });
+
+  return {
+    app,
+    guard,
+    client,
+    start: () => guard.start(),
+    close: () => guard.close(),
+  };
+}

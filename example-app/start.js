@@ -1,0 +1,68 @@
+// `npm start`: the example panel against the built-in mother emulator (or a real mother via env).
+import { createMotherEmulator } from 'panel-license-guard/testing';
+import { createPanelApp } from './app.js';
+
+const port = Number(process.env.PORT ?? 3000);
+const demo = { apiKey: 'demo_panel_key', apiSecret: 'demo_panel_secret_change_me' };
+
+async function main() {
+  let emulator;
+  let config;
+  if (process.env.MOTHER_BASE_URL) {
+    const { MOTHER_BASE_URL, PANEL_API_KEY, PANEL_API_SECRET } = process.env;
+    if (!PANEL_API_KEY || !PANEL_API_SECRET) throw new Error('Set PANEL_API_KEY and PANEL_API_SECRET along with MOTHER_BASE_URL.');
+    config = { baseUrl: MOTHER_BASE_URL, apiKey: PANEL_API_KEY, apiSecret: PANEL_API_SECRET };
+  } else {
+    emulator = await createMotherEmulator({
+      port: Number(process.env.EMULATOR_PORT ?? 4010),
+      panels: [
+        {
+          ...demo,
+          active: true,
+          panel: {
+            name: 'Rhythm Hub Distribution',
+            brand_color: '#7c3aed',
+            brand_logo_url: `http://127.0.0.1:${port}/static/logo.svg`,
+            subdomain: 'rhythmhub',
+            custom_domain: 'panel.rhythmhub.example',
+            expires_at: '2099-12-31',
+          },
+        },
+      ],
+    });
+    config = { baseUrl: emulator.url, ...demo };
+  }
+
+  const panel = createPanelApp({ ...config, stateFile: process.env.LICENSE_STATE_FILE ?? './data/license-state.json', demoControls: Boolean(emulator) });
+  panel.guard.on('lock', ({ reason }) => console.log(`[license] locked: ${reason}`));
+  panel.guard.on('unlock', () => console.log('[license] unlocked'));
+  panel.guard.on('error', (error) => console.log(`[license] check failed: ${error.message}`));
+  const server = panel.app.listen(port, '127.0.0.1');
+  await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject));
+  const state = await panel.start();
+
+  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);
+  if (emulator) {
+    console.log(`Mother emulator: ${emulator.url}`);
+    const admin = `${emulator.adminUrl}/panels/${demo.apiKey}`;
+    console.log('\nFlip the license (the panel notices at its next check; or run it now):');
+    console.log(`  lock:    curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
+    console.log(`  unlock:  curl -s -X POST -H 'content-type: application/json' -d '{"active":true}' ${admin}`);
+    console.log(`  check now: curl -s -X POST http://127.0.0.1:${port}/healthz/refresh`);
+  }
+  console.log('\nCtrl-C to stop.');
+
+  const stop = () => {
+    panel.close();
+    server.close();
+    void emulator?.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((error) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});
