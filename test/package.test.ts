@@ -27,7 +27,8 @@ beforeAll(() => {
   project = mkdtempSync(join(tmpdir(), 'plg-pack-'));
   const tarball = run('npm', ['pack', '--silent', '--pack-destination', project], root).trim().split('\n').pop() ?? '';
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
-  run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(project, tarball)]);
+  // A TypeScript Express app has Node's and Express's types installed; so does this one.
+  run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(project, tarball), '@types/node@20', '@types/express@5']);
 }, 180_000);
 afterAll(() => {
   if (project) rmSync(project, { recursive: true, force: true });
@@ -55,12 +56,12 @@ describe('the packed tarball', () => {
   it('type-checks and runs from TypeScript', () => {
     writeFileSync(
       join(project, 'main.ts'),
-      `import { signRequest, type SignedHeaders } from 'panel-license-guard';\nimport type { MotherEmulator } from 'panel-license-guard/testing';\nconst headers: SignedHeaders = signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 });\nconst unused: MotherEmulator | undefined = undefined;\nconsole.log(headers['X-Signature'], unused);\n`,
+      `import express from 'express';\nimport { licenseGuard, signRequest, type SignedHeaders } from 'panel-license-guard';\nimport type { MotherEmulator } from 'panel-license-guard/testing';\nconst headers: SignedHeaders = signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 });\nconst unused: MotherEmulator | undefined = undefined;\nconst guard = licenseGuard({ baseUrl: 'https://mother.example/api', apiKey: 'k', apiSecret: 's' });\nexpress().use(guard);\nguard.close();\nconsole.log(headers['X-Signature'], unused);\n`,
     );
     writeFileSync(
       join(project, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, outDir: 'out', types: [] },
+        compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, outDir: 'out', types: ['node'] },
         files: ['main.ts'],
       }),
     );
