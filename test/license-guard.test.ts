@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
@@ -110,6 +111,31 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const { app } = await locked();
       expect((await request(app).get('/healthz').expect(200)).body).toEqual({ ok: true, license: 'locked' });
       await request(app).get('/static/app.css').expect(200);
+    });
+
+    it('cannot be bypassed with raw paths that are not on the allow list', async () => {
+      const { app } = await locked();
+      const server = app.listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      const { port } = server.address() as { port: number };
+      const statusOf = (path: string) =>
+        new Promise<number>((resolve, reject) => {
+          // http.request sends the path as written: no client-side normalization of dot segments.
+          http
+            .get({ host: '127.0.0.1', port, path, headers: { accept: 'application/json' } }, (res) => {
+              res.resume();
+              resolve(res.statusCode ?? 0);
+            })
+            .on('error', reject);
+        });
+      try {
+        for (const path of ['/Admin', '/admin/', '//admin', '/%61dmin', '/healthz/../admin', '/healthz/%2e%2e/admin', '/healthzz', '/static/../api/data']) {
+          expect(await statusOf(path), path).toBe(503);
+        }
+        expect(await statusOf('/healthz')).toBe(200);
+      } finally {
+        await new Promise((r) => server.close(r));
+      }
     });
 
     it('uses lockStatus and the host view, rendered once per verdict', async () => {
