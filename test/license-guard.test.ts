@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { ChangeEvent, LicenseGuard } from '../src/index.js';
 import type { MotherEmulator } from '../src/testing.js';
 import { EXPRESS_VERSIONS, type GuardedApp, guardedApp } from './guard-app.js';
-import { API_KEY, API_SECRET, DEMO_PANEL, startEmulator } from './helpers.js';
+import { API_KEY, API_SECRET, DEMO_PANEL, sleep, startEmulator, waitFor } from './helpers.js';
 
 let emulator: MotherEmulator;
 const guards: LicenseGuard[] = [];
@@ -57,6 +57,18 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       }
       await new Promise((r) => server.close(r));
       expect(emulator.requests.length - before).toBe(0);
+    });
+
+    it('checks on the schedule and stops on close()', async () => {
+      const { guard } = setup({ schedule: '* * * * * *' });
+      await guard.start();
+      const licenseCalls = () => emulator.requests.filter((r) => r.endpoint === 'license.php').length;
+      await waitFor(() => licenseCalls() >= 3, 'two scheduled checks after the first', 5000);
+      expect(guard.status().nextCheckAt).toBeGreaterThan(Date.now() - 1000);
+      guard.close();
+      const after = licenseCalls();
+      await sleep(1500);
+      expect(licenseCalls()).toBe(after);
     });
 
     it('shares one request between concurrent refresh() calls', async () => {
@@ -196,6 +208,18 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const res = await request(app).get('/dashboard').set('Accept', 'application/json').expect(503);
       expect(res.body.reason).toMatch(/^The license could not be verified since \d{4}-/);
       expect(changes.map((c) => c.state)).toEqual(['active', 'grace', 'locked']);
+    });
+
+    it('retries sooner with backoff while failing, and recovers by itself', async () => {
+      const { guard } = setup({ retryBaseMs: 40, retryMaxMs: 80, schedule: '0 0 1 1 *' });
+      guard.on('error', () => {});
+      await guard.start();
+      emulator.setFaults({ down: true });
+      expect(await guard.refresh()).toBe('grace');
+      await waitFor(() => guard.status().consecutiveFailures >= 3, 'automatic retries', 5000);
+      emulator.setFaults({});
+      await waitFor(() => guard.state === 'active', 'recovery without refresh()', 5000);
+      expect(guard.status()).toMatchObject({ consecutiveFailures: 0, lastError: null, graceEndsAt: null });
     });
 
     it('never lets grace run past expires_at', async () => {
