@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
@@ -58,6 +61,54 @@ describe('panel-license', () => {
       expect(await main(['check', '--base-url', 'http://mother.example/x'], fakeIo(env()).io)).toBe(EXIT.usage);
       expect(await main(['nope'], fakeIo().io)).toBe(EXIT.usage);
       expect(await main(['check', '--base-url', emulator.url], fakeIo({ PANEL_API_KEY: API_KEY, PANEL_API_SECRET: API_SECRET }).io)).toBe(EXIT.ok);
+    });
+  });
+
+  describe('push and outbox', () => {
+    const env = () => ({ MOTHER_BASE_URL: emulator.url, PANEL_API_KEY: API_KEY, PANEL_API_SECRET: API_SECRET });
+    const dir = mkdtempSync(join(tmpdir(), 'plg-cli-'));
+
+    it('delivers an array of releases, one line per result, and reports invalid ones', async () => {
+      const outbox = join(dir, 'push.db');
+      const file = join(dir, 'releases.json');
+      writeFileSync(file, JSON.stringify([{ title: 'One', remote_track_id: 'cli-1' }, { title: 'Two', remote_track_id: 'cli-2' }, { album: 'no title' }]));
+      const { io, out } = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox], io)).toBe(EXIT.inactive);
+      expect(out.filter((l) => l.startsWith('delivered'))).toHaveLength(2);
+      expect(out).toContain('invalid    [2] title: Missing release title.');
+      const ids = emulator.releases.map((r) => r.release.remote_track_id);
+      expect(ids).toEqual(expect.arrayContaining(['cli-1', 'cli-2']));
+
+      const again = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox], again.io)).toBe(EXIT.inactive);
+      expect(again.out.filter((l) => l.startsWith('unchanged'))).toHaveLength(2);
+
+      const list = fakeIo();
+      expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
+      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 0');
+      expect(list.out.slice(1).every((l) => /\tdelivered\t/.test(l))).toBe(true);
+    });
+
+    it('leaves releases queued when the mother is down, and lists and retries dead ones', async () => {
+      const outbox = join(dir, 'down.db');
+      const file = join(dir, 'one.json');
+      writeFileSync(file, JSON.stringify({ title: 'Queued', remote_track_id: 'cli-q' }));
+      emulator.setFaults({ down: true });
+      const down = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox, '--wait-s', '0.3'], down.io)).toBe(EXIT.unreachable);
+      expect(down.err.join('\n')).toMatch(/1 release\(s\) still queued/);
+      emulator.setFaults({ status: 422 });
+      const refused = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox, '--wait-s', '20'], refused.io)).toBe(EXIT.inactive);
+      emulator.setFaults({});
+      const dead = fakeIo();
+      expect(await main(['outbox', '--outbox', outbox, '--state', 'dead', '--json'], dead.io)).toBe(EXIT.ok);
+      const rows = JSON.parse(dead.out[0] ?? '[]') as { id: number }[];
+      expect(rows).toHaveLength(1);
+      const retry = fakeIo();
+      expect(await main(['outbox', 'retry', String(rows[0]?.id), '--outbox', outbox], retry.io)).toBe(EXIT.ok);
+      expect(retry.out[0]).toBe('1 release(s) queued again.');
+      expect(await main(['outbox', 'retry', '--outbox', outbox], fakeIo().io)).toBe(EXIT.usage);
     });
   });
 });

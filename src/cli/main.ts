@@ -2,12 +2,16 @@
 import { runCheck } from './check.js';
 import { runEmulate } from './emulate.js';
 import { EXIT, type Io, UsageError } from './io.js';
+import { runOutbox } from './outbox.js';
+import { runPush } from './push.js';
 
 const USAGE = `Usage: panel-license <command> [options]
 
 Commands:
   check                 Check the license once (exit 0 active, 1 inactive, 2 usage, 3 unreachable/rejected)
   emulate               Run the mother emulator on loopback and print its URL and demo credentials
+  push FILE             Queue releases (JSON object or array) in the durable outbox and deliver them
+  outbox                List outbox releases; "outbox retry ID|--all-dead" queues dead ones again
 
 Run "panel-license <command> --help" for the options of a command.`;
 
@@ -19,6 +23,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
         return await runCheck(rest, io);
       case 'emulate':
         return await runEmulate(rest, io);
+      case 'push':
+        return await runPush(rest, io);
+      case 'outbox':
+        return await runOutbox(rest, io);
       case undefined:
       case '-h':
       case '--help':

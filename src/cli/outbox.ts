@@ -1,0 +1,74 @@
+// `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
+import { createReleaseOutbox } from '../outbox/outbox.js';
+import type { OutboxState } from '../outbox/store.js';
+import { EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { DEFAULT_OUTBOX_FILE } from './push.js';
+
+const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--limit N] [--json] [--outbox FILE]
+       panel-license outbox retry ID|--all-dead [--outbox FILE]
+
+  --outbox FILE   outbox database (default ./data/outbox.db)
+
+"retry" moves dead releases back to the queue; the next push or panel process delivers them.`;
+
+const STATES = ['pending', 'delivered', 'dead'];
+
+/** Listing and re-queuing never send anything: the outbox is opened without its worker. */
+function openOutbox(file: string) {
+  const notSending = { pushSerializedRelease: () => Promise.reject(new Error('this command does not deliver')) };
+  return createReleaseOutbox({ client: notSending, file, autoStart: false, logger: { warn: () => {}, error: () => {} } });
+}
+
+export async function runOutbox(args: string[], io: Io): Promise<number> {
+  const flags = {
+    state: { type: 'string' },
+    limit: { type: 'string' },
+    json: { type: 'boolean', default: false },
+    outbox: { type: 'string' },
+    'all-dead': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  } as const;
+  const { values, positionals } = parseFlags(args, flags, USAGE);
+  if (values.help) {
+    io.out(USAGE);
+    return EXIT.ok;
+  }
+  const file = (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE;
+  const [action, id] = positionals;
+  if (action !== undefined && action !== 'retry') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
+
+  if (action === 'retry') {
+    if ((id === undefined) === !values['all-dead']) throw new UsageError('retry needs either an ID or --all-dead.', USAGE);
+    if (id !== undefined && !/^\d+$/.test(id)) throw new UsageError(`"${id}" is not a release id.`, USAGE);
+    const outbox = openOutbox(file);
+    try {
+      const count = id === undefined ? await outbox.retryAllDead() : (await outbox.retry(Number(id))) ? 1 : 0;
+      io.out(`${count} release(s) queued again.`);
+      return id !== undefined && count === 0 ? EXIT.inactive : EXIT.ok;
+    } finally {
+      await outbox.close();
+    }
+  }
+
+  const state = values.state as string | undefined;
+  if (state !== undefined && !STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}.`, USAGE);
+  const limit = Number(values.limit ?? 100);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
+  const outbox = openOutbox(file);
+  try {
+    const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit });
+    if (values.json) {
+      io.out(JSON.stringify(rows));
+      return EXIT.ok;
+    }
+    const stats = await outbox.stats();
+    io.out(`pending ${stats.pending} · delivered ${stats.delivered} · dead ${stats.dead}`);
+    for (const row of rows) {
+      const outcome = row.state === 'delivered' ? `release_id ${row.releaseId}` : (row.lastError ?? '');
+      io.out(`#${row.id}\t${row.state}\t${row.attempts} attempt(s)\t${row.remoteTrackId ?? '-'}\t${row.release.title}\t${outcome}`);
+    }
+    return EXIT.ok;
+  } finally {
+    await outbox.close();
+  }
+}
