@@ -1,14 +1,14 @@
 // The example white-label panel: Express + EJS behind licenseGuard(), as a partner would build it.
 import { fileURLToPath } from 'node:url';
 import express from 'express';
-import { createMotherClient, InvalidReleaseError, licenseGuard } from 'panel-license-guard';
+import { createMotherClient, createReleaseOutbox, InvalidReleaseError, licenseGuard } from 'panel-license-guard';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 
 /**
  * Builds the panel. Nothing starts until `start()`: tests and `start.js` decide when.
 
- * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, demoControls?: boolean, logger?: { warn(m: string): void, error(m: string): void } }} config
+ * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, outboxFile?: string, demoControls?: boolean, logger?: { warn(m: string): void, error(m: string): void } }} config
  */
 export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
@@ -20,7 +20,8 @@ export function createPanelApp(config) {
     ...(config.stateFile ? { stateFile: config.stateFile } : {}),
     ...(config.logger ? { logger: config.logger } : {}),
   });
-  const uploads = [];
+  // Uploads are stored durably before the artist sees "queued"; a background worker delivers them.
+  const outbox = createReleaseOutbox({ client, file: config.outboxFile ?? ':memory:', ...(config.logger ? { logger: config.logger } : {}) });
 
   const app = express();
   app.disable('x-powered-by');
@@ -44,8 +45,14 @@ export function createPanelApp(config) {
   app.use(guard);
   app.use(express.urlencoded({ extended: false, limit: '32kb' }));
 
-  app.get('/', (_req, res) => {
-    res.render('dashboard', { uploads });
+  app.get('/', async (_req, res, next) => {
+    try {
+      const rows = await outbox.list({ limit: 1000 });
+      const uploads = rows.slice(-20).reverse();
+      res.render('dashboard', { uploads, stats: await outbox.stats() });
+    } catch (error) {
+      next(error);
+    }
   });
   app.get('/upload', (_req, res) => {
     res.render('upload', { error: null, values: {} });
@@ -55,17 +62,11 @@ export function createPanelApp(config) {
     const fields = ['title', 'primary_artist', 'album', 'genre', 'language', 'isrc', 'release_date', 'remote_track_id'];
     const release = Object.fromEntries(fields.filter((f) => typeof req.body[f] === 'string' && req.body[f].trim() !== '').map((f) => [f, req.body[f].trim()]));
     try {
-      const result = await client.pushRelease(release);
-      uploads.unshift({ title: release.title, state: 'delivered', releaseId: result.release_id, at: new Date().toISOString() });
+      await outbox.enqueue(release);
       res.redirect(303, '/');
     } catch (error) {
       if (error instanceof InvalidReleaseError) {
         res.status(422).render('upload', { error: error.message, values: release });
-        return;
-      }
-      if (error && typeof error === 'object' && 'code' in error) {
-        uploads.unshift({ title: release.title, state: `failed (${error.code})`, releaseId: null, at: new Date().toISOString() });
-        res.redirect(303, '/');
         return;
       }
       next(error);
@@ -79,7 +80,11 @@ export function createPanelApp(config) {
     app,
     guard,
     client,
+    outbox,
     start: () => guard.start(),
-    close: () => guard.close(),
+    close: async () => {
+      guard.close();
+      await outbox.close();
+    },
   };
 }

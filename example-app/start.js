@@ -33,10 +33,18 @@ async function main() {
     config = { baseUrl: emulator.url, ...demo };
   }
 
-  const panel = createPanelApp({ ...config, stateFile: process.env.LICENSE_STATE_FILE ?? './data/license-state.json', demoControls: Boolean(emulator) });
+  const panel = createPanelApp({
+    ...config,
+    stateFile: process.env.LICENSE_STATE_FILE ?? './data/license-state.json',
+    outboxFile: process.env.OUTBOX_FILE ?? './data/outbox.db',
+    demoControls: Boolean(emulator),
+  });
   panel.guard.on('lock', ({ reason }) => console.log(`[license] locked: ${reason}`));
   panel.guard.on('unlock', () => console.log('[license] unlocked'));
   panel.guard.on('error', (error) => console.log(`[license] check failed: ${error.message}`));
+  panel.outbox.on('delivered', (e) => console.log(`[outbox] #${e.id} delivered as release ${e.releaseId}`));
+  panel.outbox.on('retrying', (e) => console.log(`[outbox] #${e.id} failed (${e.error.message}); retry in ${Math.round(e.delayMs / 1000)} s`));
+  panel.outbox.on('dead', (e) => console.log(`[outbox] #${e.id} refused: ${e.message}`));
   const server = panel.app.listen(port, '127.0.0.1');
   await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject));
   const state = await panel.start();
@@ -52,10 +60,10 @@ async function main() {
   }
   console.log('\nCtrl-C to stop.');
 
-  const stop = () => {
-    panel.close();
+  const stop = async () => {
     server.close();
-    void emulator?.close();
+    await panel.close();
+    await emulator?.close();
     process.exit(0);
   };
   process.once('SIGINT', stop);

@@ -24,5 +24,21 @@ export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard }
 export type { ChangeEvent } from './guard/license-monitor.js';
 export type { LicenseState } from './guard/license-state.js';
 export type { LicenseLocals } from './guard/snapshot.js';
+export type { DeadEvent, DeliveredEvent, OutboxErrorEvent, OutboxEvents, OutboxLogger, RetryingEvent } from './outbox/events.js';
+export { createMemoryOutboxStore } from './outbox/memory-store.js';
+export type { ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
+export { createReleaseOutbox, type OutboxEntry, type OutboxStats, type ReleaseOutbox } from './outbox/outbox.js';
+export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
+export type {
+  ClaimedRow,
+  ClaimRequest,
+  DeliveryOutcome,
+  EnqueueResult,
+  NewOutboxRow,
+  OutboxState,
+  OutboxStore,
+  SettleResult,
+  StoredRow,
+} from './outbox/store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';

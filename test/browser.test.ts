@@ -22,7 +22,7 @@ describe.skipIf(!hasChromium)('the example panel in headless Chromium', () => {
   let emulator: MotherEmulator;
   let server: Server;
   let origin: string;
-  let panel: { guard: { refresh(): Promise<string> }; start(): Promise<string>; close(): void };
+  let panel: { guard: { refresh(): Promise<string> }; start(): Promise<string>; close(): Promise<void> };
   let browser: import('playwright-core').Browser;
 
   beforeAll(async () => {
@@ -54,7 +54,7 @@ describe.skipIf(!hasChromium)('the example panel in headless Chromium', () => {
 
   afterAll(async () => {
     await browser?.close();
-    panel?.close();
+    await panel?.close();
     await new Promise((r) => server?.close(r));
     await emulator?.close();
   });

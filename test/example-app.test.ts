@@ -1,0 +1,49 @@
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { createPanelApp } from '../example-app/app.js';
+import type { MotherEmulator } from '../src/testing.js';
+import { silentLogger } from './guard-app.js';
+import { API_KEY, API_SECRET, startEmulator, waitFor } from './helpers.js';
+
+// The example panel imports the package by its published name (dist/), as a user's app would.
+let emulator: MotherEmulator;
+let panel: ReturnType<typeof createPanelApp>;
+beforeAll(async () => {
+  const { createPanelApp } = await import('../example-app/app.js');
+  emulator = await startEmulator([{ apiKey: API_KEY, apiSecret: API_SECRET, active: true, panel: { name: 'Beat <Lab>', brand_color: '#112233' } }]);
+  panel = createPanelApp({ baseUrl: emulator.url, apiKey: API_KEY, apiSecret: API_SECRET, logger: silentLogger });
+  await panel.start();
+});
+afterAll(async () => {
+  await panel.close();
+  await emulator.close();
+});
+
+describe('the example panel', () => {
+  it('renders the branding in its layout, escaped', async () => {
+    const res = await request(panel.app).get('/').expect(200);
+    expect(res.text).toContain('<span class="name">Beat &lt;Lab&gt;</span>');
+    expect(res.text).toContain(':root { --brand: #112233; }');
+  });
+
+  it('queues an upload durably and shows its delivery state', async () => {
+    await request(panel.app).post('/upload').type('form').send({ title: 'First Light', remote_track_id: 'ex-1' }).expect(303);
+    await waitFor(() => emulator.releases.some((r) => r.release.remote_track_id === 'ex-1'), 'delivery to the mother');
+    await waitFor(async () => (await request(panel.app).get('/')).text.includes('>delivered<'), 'the dashboard to show it delivered');
+    const res = await request(panel.app).post('/upload').type('form').send({ title: '', isrc: 'nope' }).expect(422);
+    expect(res.text).toContain('Missing release title.');
+  });
+
+  it('stays reachable on /healthz while locked and serves its own locked view', async () => {
+    emulator.setPanel(API_KEY, { active: false, reason: 'Invoice overdue' });
+    await panel.guard.refresh();
+    const locked = await request(panel.app).get('/upload').set('Accept', 'text/html').expect(503);
+    expect(locked.text).toContain('This panel is temporarily unavailable');
+    expect(locked.text).toContain('Invoice overdue');
+    expect((await request(panel.app).get('/healthz').expect(200)).body.license.state).toBe('locked');
+    expect((await request(panel.app).get('/api/status').expect(503)).body).toMatchObject({ error: 'panel_locked' });
+    emulator.setPanel(API_KEY, { active: true, reason: null });
+    await panel.guard.refresh();
+    await request(panel.app).get('/upload').expect(200);
+  });
+});
