@@ -1,7 +1,6 @@
 // `panel-license check`: one license check, human or JSON output, exit code by verdict.
-import { createMotherClient } from '../client/mother-client.js';
 import { MotherError } from '../errors.js';
-import { CONNECTION_FLAGS, CONNECTION_USAGE, connectionFrom, EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags } from './io.js';
 
 const USAGE = `Usage: panel-license check [options]
 
@@ -15,13 +14,7 @@ export async function runCheck(args: string[], io: Io): Promise<number> {
     io.out(USAGE);
     return EXIT.ok;
   }
-  let client: ReturnType<typeof createMotherClient>;
-  try {
-    client = createMotherClient(connectionFrom(values, io.env, USAGE));
-  } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(error.message, USAGE);
-    throw error;
-  }
+  const client = clientFromFlags(values, io.env, USAGE);
   try {
     const answer = await client.checkLicense();
     if (values.json)

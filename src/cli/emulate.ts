@@ -1,7 +1,6 @@
 // `panel-license emulate`: the mother emulator as a standalone process, for demos and manual tests.
-import { readFile } from 'node:fs/promises';
 import { createMotherEmulator, type EmulatorPanel } from '../emulator/emulator.js';
-import { EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
 
 const USAGE = `Usage: panel-license emulate [--port N] [--panels FILE]
 
@@ -12,12 +11,7 @@ const USAGE = `Usage: panel-license emulate [--port N] [--panels FILE]
 export const DEMO_CREDENTIALS = { apiKey: 'demo_panel_key', apiSecret: 'demo_panel_secret_change_me' } as const;
 
 async function readPanels(file: string): Promise<EmulatorPanel[]> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(await readFile(file, 'utf8'));
-  } catch (error) {
-    throw new UsageError(`Cannot read panels from ${file}: ${error instanceof Error ? error.message : String(error)}`, USAGE);
-  }
+  const parsed = await readJsonFile(file, 'panels', USAGE);
   if (!Array.isArray(parsed)) throw new UsageError(`${file} must hold a JSON array of panels.`, USAGE);
   return parsed as EmulatorPanel[];
 }

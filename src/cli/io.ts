@@ -1,5 +1,7 @@
 // Shared plumbing of the CLI: exit codes, output sinks, usage errors, credential flags.
+import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 
 export const EXIT = { ok: 0, inactive: 1, usage: 2, unreachable: 3, running: -1 } as const;
 
@@ -59,4 +61,23 @@ export function connectionFrom(values: Record<string, unknown>, env: NodeJS.Proc
   const timeoutMs = timeoutText === undefined ? undefined : Number(timeoutText);
   if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0)) throw new UsageError('--timeout-ms must be a positive integer.', usage);
   return { baseUrl, apiKey, apiSecret, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
+}
+
+/** Builds the mother client from flags/env; a bad setting is a usage error, not a crash. */
+export function clientFromFlags(values: Record<string, unknown>, env: NodeJS.ProcessEnv, usage: string): MotherClient {
+  try {
+    return createMotherClient(connectionFrom(values, env, usage));
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(error.message, usage);
+    throw error;
+  }
+}
+
+/** Reads and parses a JSON file given on the command line. */
+export async function readJsonFile(file: string, what: string, usage: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`Cannot read ${what} from ${file}: ${error instanceof Error ? error.message : String(error)}`, usage);
+  }
 }

@@ -1,10 +1,8 @@
 // `panel-license push FILE`: queues releases in the durable outbox and delivers them.
-import { readFile } from 'node:fs/promises';
-import { createMotherClient } from '../client/mother-client.js';
 import { InvalidReleaseError } from '../errors.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
-import { CONNECTION_FLAGS, CONNECTION_USAGE, connectionFrom, EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
 
 const USAGE = `Usage: panel-license push FILE [options]
 
@@ -22,12 +20,7 @@ Exit codes: 0 all delivered, 1 some invalid or refused by the mother, 2 usage er
 export const DEFAULT_OUTBOX_FILE = './data/outbox.db';
 
 async function readReleases(file: string): Promise<unknown[]> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(await readFile(file, 'utf8'));
-  } catch (error) {
-    throw new UsageError(`Cannot read releases from ${file}: ${error instanceof Error ? error.message : String(error)}`, USAGE);
-  }
+  const parsed = await readJsonFile(file, 'releases', USAGE);
   return Array.isArray(parsed) ? parsed : [parsed];
 }
 
@@ -48,13 +41,7 @@ export async function runPush(args: string[], io: Io): Promise<number> {
   const waitSeconds = Number(values['wait-s'] ?? 60);
   if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new UsageError('--wait-s must be a number of seconds.', USAGE);
   const releases = await readReleases(file);
-  let client: ReturnType<typeof createMotherClient>;
-  try {
-    client = createMotherClient(connectionFrom(values, io.env, USAGE));
-  } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(error.message, USAGE);
-    throw error;
-  }
+  const client = clientFromFlags(values, io.env, USAGE);
 
   const outbox = createReleaseOutbox({
     client,
