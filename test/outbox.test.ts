@@ -151,6 +151,22 @@ describe('createReleaseOutbox()', () => {
       });
     }
 
+    it('schedules retries on the injected clock, not the wall clock', async () => {
+      let clock = 1_700_000_000_000;
+      emulator.setFaults({ down: true });
+      const outbox = outboxFor({ now: () => clock, baseDelayMs: 60_000, maxDelayMs: 600_000 });
+      const events = recordEvents(outbox);
+      await outbox.enqueue({ title: 'Later' });
+      await waitFor(() => events.retrying.length === 1, 'a retry');
+      expect(events.retrying[0]).toMatchObject({ delayMs: 30_000, nextAttemptAt: clock + 30_000 });
+      emulator.setFaults({});
+      await sleep(150);
+      expect(await outbox.stats()).toMatchObject({ pending: 1, delivered: 0 });
+      clock += 30_000;
+      expect(await drained(outbox)).toMatchObject({ pending: 0, delivered: 1 });
+      expect(emulator.requests).toHaveLength(2);
+    });
+
     it('sends again when the answer was lost after the mother stored the release (at-least-once)', async () => {
       emulator.setFaults({ truncateJson: true });
       const outbox = outboxFor();
