@@ -24,7 +24,16 @@ export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard }
 export type { ChangeEvent } from './guard/license-monitor.js';
 export type { LicenseState } from './guard/license-state.js';
 export type { LicenseLocals } from './guard/snapshot.js';
-export type { DeadEvent, DeliveredEvent, OutboxErrorEvent, OutboxEvents, OutboxLogger, RetryingEvent } from './outbox/events.js';
+export type {
+  DeadEvent,
+  DeliveredEvent,
+  OutboxErrorEvent,
+  OutboxEventName,
+  OutboxEvents,
+  OutboxListener,
+  OutboxLogger,
+  RetryingEvent,
+} from './outbox/events.js';
 export { createMemoryOutboxStore } from './outbox/memory-store.js';
 export type { ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
 export { createReleaseOutbox, type OutboxEntry, type OutboxStats, type ReleaseOutbox } from './outbox/outbox.js';
