@@ -80,6 +80,11 @@ describe('createReleaseOutbox()', () => {
       ['maxDelayMs below baseDelayMs', { client, file: ':memory:', baseDelayMs: 5000, maxDelayMs: 100 }, /`maxDelayMs` \(100\) is below `baseDelayMs`/],
       ['a logger without error()', { client, file: ':memory:', logger: { warn() {} } }, /`logger` must have `warn` and `error`/],
       ['a non-boolean autoStart', { client, file: ':memory:', autoStart: 'yes' }, /`autoStart` must be true or false/],
+      [
+        'a lease shorter than a push',
+        { client: { ...client, timeoutMs: 10_000 }, file: ':memory:', leaseMs: 5000 },
+        /`leaseMs` \(5000\) must exceed the client's `timeoutMs` \(10000\)/,
+      ],
     ];
     for (const [what, options, message] of cases) {
       it(`throws a TypeError naming the fix for ${what}`, () => {

@@ -41,6 +41,8 @@ export interface MotherClient {
   readonly baseUrl: string;
   /** A stable, non-reversible id of this panel at this mother (hash of base URL and key). */
   readonly panelId: string;
+  /** The request timeout in ms: the longest one call can take (the outbox sizes leases by it). */
+  readonly timeoutMs: number;
 }
 
 const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
@@ -125,6 +127,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
 
   const client: MotherClient = {
     baseUrl: base.toString(),
+    timeoutMs,
     panelId: createHash('sha256').update(`${base.toString()}\n${apiKey}`).digest('hex').slice(0, 32),
     async checkLicense() {
       const raw = await send(licenseUrl, '');

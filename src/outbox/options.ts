@@ -8,6 +8,8 @@ import type { OutboxStore } from './store.js';
 export interface ReleaseSender {
   /** Sends these exact bytes; resolves with `{ ok: true, release_id }` or throws a `MotherError`. */
   pushSerializedRelease(body: string): Promise<ReleaseResponse>;
+  /** The longest a push can take; `leaseMs` must exceed it (a `MotherClient` has it). */
+  readonly timeoutMs?: number;
 }
 
 export interface ReleaseOutboxOptions {
@@ -132,6 +134,17 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
   if (options.autoStart !== undefined && typeof options.autoStart !== 'boolean') {
     throw optionError('autoStart', `must be true or false, received ${JSON.stringify(options.autoStart)}`, 'Leave it out to start at once.');
   }
+  const leaseMs = positiveInteger('leaseMs', options.leaseMs, 60_000);
+  const pushTimeoutMs = (client as ReleaseSender).timeoutMs;
+  // A lease that can run out while its push is still in flight would let a second worker send
+  // the same release: keep every push shorter than its lease.
+  if (pushTimeoutMs !== undefined && leaseMs <= pushTimeoutMs) {
+    throw optionError(
+      'leaseMs',
+      `(${leaseMs}) must exceed the client's \`timeoutMs\` (${pushTimeoutMs})`,
+      "Raise `leaseMs` or lower the client's `timeoutMs`.",
+    );
+  }
   return {
     client: client as ReleaseSender,
     storeSource: resolveStoreSource(options.file, options.store),
@@ -139,7 +152,7 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     baseDelayMs,
     maxDelayMs,
     authRetryDelayMs: positiveInteger('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000),
-    leaseMs: positiveInteger('leaseMs', options.leaseMs, 60_000),
+    leaseMs,
     pollIntervalMs: positiveInteger('pollIntervalMs', options.pollIntervalMs, 1000),
     now: optionalFunction<() => number>('now', options.now) ?? Date.now,
     random: optionalFunction<() => number>('random', options.random) ?? Math.random,
