@@ -1,30 +1,12 @@
 // The release record of contract §2.3, validated locally before anything is queued or sent.
 import { z } from 'zod';
 import { InvalidReleaseError } from './errors.js';
+import { parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
 
 /** Text fields are capped so a runaway form cannot queue megabytes (the contract names no limit). */
 export const MAX_TEXT_LENGTH = 500;
-export const MAX_URL_LENGTH = 2048;
 
 const text = z.string().max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
-
-function isRealDate(value: string): boolean {
-  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
-  if (!match) return false;
-  const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  const date = new Date(Date.UTC(year, month - 1, day));
-  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
-}
-
-function isHttpUrl(value: string): boolean {
-  if (value !== value.trim()) return false;
-  try {
-    const url = new URL(value);
-    return url.protocol === 'https:' || url.protocol === 'http:';
-  } catch {
-    return false;
-  }
-}
 
 // ISRC: country (2 letters), registrant (3 alphanumerics), year (2 digits), designation (5 digits).
 const ISRC = /^[A-Z]{2}[A-Z0-9]{3}\d{2}\d{5}$/;
@@ -51,10 +33,21 @@ const releaseSchema = z.strictObject({
     .string()
     .regex(/^\d{12,13}$/, 'must be 12 or 13 digits')
     .optional(),
-  release_date: z.string().refine(isRealDate, 'must be a real calendar date YYYY-MM-DD').optional(),
+  release_date: z
+    .string()
+    .refine((v) => parseIsoDate(v) !== null, 'must be a real calendar date YYYY-MM-DD')
+    .optional(),
   remote_track_id: text.refine((v) => v.length > 0, 'must not be empty').optional(),
-  audio_url: z.string().max(MAX_URL_LENGTH).refine(isHttpUrl, 'must be an absolute http(s) URL').optional(),
-  cover_url: z.string().max(MAX_URL_LENGTH).refine(isHttpUrl, 'must be an absolute http(s) URL').optional(),
+  audio_url: z
+    .string()
+    .max(URL_MAX)
+    .refine((v) => safeHttpUrl(v) !== null, 'must be an absolute http(s) URL')
+    .optional(),
+  cover_url: z
+    .string()
+    .max(URL_MAX)
+    .refine((v) => safeHttpUrl(v) !== null, 'must be an absolute http(s) URL')
+    .optional(),
 });
 
 /** A release as accepted by `pushRelease` and `outbox.enqueue` (contract §2.3: all strings). */

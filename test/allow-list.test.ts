@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { createAllowMatcher, normalizePath } from '../src/guard/allow-list.js';
+import { canonicalPath, createAllowMatcher, resolvedPath } from '../src/guard/allow-list.js';
 
 const req = (url: string) => ({ url, originalUrl: url }) as unknown as IncomingMessage & { originalUrl: string };
 
@@ -8,7 +8,7 @@ describe('createAllowMatcher()', () => {
   const allowed = createAllowMatcher(['/healthz', '/static/']);
 
   it('allows the prefixes and what is below them', () => {
-    for (const url of ['/healthz', '/healthz/', '/healthz?full=1', '/static/app.css', '/static/img/logo.svg', '/static/../static/a.css']) {
+    for (const url of ['/healthz', '/healthz/', '/healthz?full=1', '/static/app.css', '/static/img/logo.svg', '/static/my%20logo.svg']) {
       expect(allowed(req(url)), url).toBe(true);
     }
   });
@@ -28,6 +28,14 @@ describe('createAllowMatcher()', () => {
       '/%zz',
       '/healthz\\..\\admin',
       '/',
+      // Express routes on the raw path: these reach /admin or /dash handlers, not /healthz.
+      '/admin/../healthz',
+      '/admin/%2e%2e/healthz',
+      '/admin/..%2Fhealthz',
+      '/dash/%2e%2e/healthz',
+      '/static/../static/a.css',
+      '//healthz',
+      '/./healthz',
     ]) {
       expect(allowed(req(url)), url).toBe(false);
     }
@@ -40,10 +48,16 @@ describe('createAllowMatcher()', () => {
   });
 });
 
-describe('normalizePath()', () => {
-  it('decodes once and resolves dot segments', () => {
-    expect(normalizePath('/a/./b/../c//d?x=1')).toBe('/a/c/d');
-    expect(normalizePath('/%2e%2e/etc')).toBe('/etc');
-    expect(normalizePath('/%00')).toBeNull();
+describe('canonicalPath()', () => {
+  it('decodes once and refuses dot segments, empty segments and encoded separators', () => {
+    expect(canonicalPath('/static/my%20logo.svg?x=1')).toBe('/static/my logo.svg');
+    expect(canonicalPath('/healthz/')).toBe('/healthz/');
+    for (const bad of ['/a/./b', '/a/../b', '/a//b', '/%2e%2e/etc', '/a%2fb', '/%00', '/%zz', 'relative']) expect(canonicalPath(bad), bad).toBeNull();
+  });
+});
+
+describe('resolvedPath()', () => {
+  it('resolves dot and empty segments (format choice only)', () => {
+    expect(resolvedPath('//api/./x/../y?z')).toBe('/api/y');
   });
 });

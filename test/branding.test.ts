@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { brandingFrom, safeColor, safeHttpUrl } from '../src/guard/branding.js';
+import { brandingFrom, safeColor } from '../src/guard/branding.js';
 import { escapeHtml } from '../src/guard/html.js';
 import { renderLockPage } from '../src/guard/lock-page.js';
+import { safeHttpUrl } from '../src/text.js';
 
 const defaults = { name: 'Panel', color: '#334155' };
 
@@ -39,6 +40,8 @@ describe('brandingFrom()', () => {
       '/logo.png',
       'https://user:pass@cdn.example/l.png',
       `https://cdn.example/${'a'.repeat(3000)}`,
+      'https://a;sandbox/x.png',
+      "https://a'b/x.png",
     ]) {
       expect(safeHttpUrl(attack)).toBeNull();
     }

@@ -141,7 +141,18 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
             .on('error', reject);
         });
       try {
-        for (const path of ['/Admin', '/admin/', '//admin', '/%61dmin', '/healthz/../admin', '/healthz/%2e%2e/admin', '/healthzz', '/static/../api/data']) {
+        for (const path of [
+          '/Admin',
+          '/admin/',
+          '//admin',
+          '/%61dmin',
+          '/healthz/../admin',
+          '/healthz/%2e%2e/admin',
+          '/healthzz',
+          '/static/../api/data',
+          '/api/../healthz',
+          '/api/%2e%2e/healthz',
+        ]) {
           expect(await statusOf(path), path).toBe(503);
         }
         expect(await statusOf('/healthz')).toBe(200);

@@ -8,30 +8,53 @@ export type AllowRule = string | ((req: IncomingMessage & { path?: string }) => 
 export type AllowMatcher = (req: IncomingMessage & { path?: string; originalUrl?: string }) => boolean;
 
 /**
- * Decodes once and resolves `.`/`..` and empty segments, as a file server or proxy behind us
- * might. Returns null for what no legitimate client sends (bad escapes, NUL, backslashes).
+ * The path a request names, decoded once, if it is canonical: no `.`/`..` or empty segments and
+ * no encoded `/`, `.` or `\`. Express routes on the raw path, so a path such as
+ * `/admin/../healthz` reaches the admin router even though it "normalizes" to `/healthz`: only a
+ * path that means the same thing raw and normalized may be allowed. Returns null otherwise.
  */
-export function normalizePath(rawUrl: string): string | null {
+export function canonicalPath(rawUrl: string): string | null {
   const pathname = rawUrl.split('?', 1)[0] ?? '';
+  if (!pathname.startsWith('/') || /%(?:2f|2e|5c|00)/i.test(pathname)) return null;
   let decoded: string;
   try {
     decoded = decodeURIComponent(pathname);
   } catch {
     return null;
   }
-  if (decoded.includes('\0') || decoded.includes('\\') || !decoded.startsWith('/')) return null;
+  if (decoded.includes('\\') || decoded.includes('\0')) return null;
+  const segments = decoded.split('/').slice(1);
+  // A trailing slash (`/healthz/`) is the one empty segment allowed.
+  for (const [index, segment] of segments.entries()) {
+    if (segment === '.' || segment === '..' || (segment === '' && index !== segments.length - 1)) return null;
+  }
+  return decoded;
+}
+
+/** Decodes and resolves dot and empty segments; for presentation choices only, never for access. */
+export function resolvedPath(rawUrl: string): string {
+  let pathname = rawUrl.split('?', 1)[0] ?? '';
+  try {
+    pathname = decodeURIComponent(pathname);
+  } catch {
+    // keep it raw
+  }
   const segments: string[] = [];
-  for (const segment of decoded.split('/')) {
-    if (segment === '' || segment === '.') continue;
+  for (const segment of pathname.split('/')) {
     if (segment === '..') segments.pop();
-    else segments.push(segment);
+    else if (segment !== '' && segment !== '.') segments.push(segment);
   }
   return `/${segments.join('/')}`;
 }
 
+/** Segment-bounded prefix match: `/healthz` matches `/healthz` and `/healthz/x`, never `/healthzz`. */
+export function underPrefix(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(`${prefix}/`);
+}
+
 function validatePrefix(prefix: string): string {
   const trimmed = prefix.replace(/\/+$/, '');
-  if (!prefix.startsWith('/') || trimmed === '' || normalizePath(trimmed) !== trimmed) {
+  if (!prefix.startsWith('/') || trimmed === '' || canonicalPath(trimmed) !== trimmed || /[%?#]/.test(trimmed)) {
     throw optionError('allow', `has an invalid path prefix "${prefix}"`, 'Use absolute, already-normalized prefixes such as "/healthz" or "/static".');
   }
   return trimmed;
@@ -49,13 +72,9 @@ export function createAllowMatcher(rules: AllowRule | readonly AllowRule[] | und
   if (prefixes.length === 0 && predicates.length === 0) return () => false;
   return (req) => {
     // originalUrl: a guard mounted under a sub-path must still judge the full path.
-    const path = normalizePath(req.originalUrl ?? req.url ?? '/');
-    if (path !== null) {
-      for (const prefix of prefixes) {
-        // Case-sensitive, segment-bounded: `/healthz` allows `/healthz` and `/healthz/x`, never `/healthzz`.
-        if (path === prefix || path.startsWith(`${prefix}/`)) return true;
-      }
-    }
+    const path = canonicalPath(req.originalUrl ?? req.url ?? '/');
+    // Case-sensitive like the file system behind a static handler; over-locking is the safe side.
+    if (path !== null && prefixes.some((prefix) => underPrefix(path, prefix))) return true;
     return predicates.some((predicate) => predicate(req));
   };
 }

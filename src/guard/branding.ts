@@ -1,5 +1,6 @@
 // Branding from the mother is remote input bound for HTML and CSS: validate, trim, cap, default.
 import type { PanelRecord } from '../client/license-response.js';
+import { cleanText, safeHttpUrl } from '../text.js';
 
 /** What templates get as `res.locals.branding`. Every value is safe to place in HTML once escaped. */
 export interface Branding {
@@ -14,36 +15,11 @@ export interface Branding {
 }
 
 export const NAME_MAX = 80;
-const URL_MAX = 2048;
 const COLOR = /^#[0-9a-fA-F]{6}$/;
 const HOST_LABELS = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
-// C0/C1 controls, bidi overrides and zero-width characters: invisible in a page, useful for spoofing.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: these are exactly the characters to strip.
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
-
-export function cleanText(value: string | undefined, max: number): string | null {
-  if (typeof value !== 'string') return null;
-  const cleaned = value.replace(INVISIBLE, '').trim();
-  if (cleaned === '') return null;
-  return [...cleaned].slice(0, max).join('');
-}
 
 export function safeColor(value: string | undefined, fallback: string): string {
   return typeof value === 'string' && COLOR.test(value) ? value.toLowerCase() : fallback;
-}
-
-/** Accepts only what `new URL` parses as http(s), as sent: no leading/trailing spaces, no other schemes. */
-export function safeHttpUrl(value: string | undefined): string | null {
-  if (typeof value !== 'string' || value.length === 0 || value.length > URL_MAX || value !== value.trim()) return null;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return null;
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
-  if (url.username || url.password) return null;
-  return url.href;
 }
 
 export function safeHostname(value: string | undefined): string | null {

@@ -1,4 +1,5 @@
 // License states and their transitions: one pure function over an explicit table (after node-cron).
+import { parseIsoDate } from '../text.js';
 
 /** `pending`: no verdict yet · `active` · `grace`: checks failing, last good verdict active · `locked`. */
 export type LicenseState = 'pending' | 'active' | 'grace' | 'locked';
@@ -31,16 +32,13 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  */
 export function graceDeadline(lastSuccessAt: number, gracePeriodMs: number, expiresAt: string | undefined): number {
   const byGrace = lastSuccessAt + gracePeriodMs;
-  const match = expiresAt ? /^(\d{4})-(\d{2})-(\d{2})$/.exec(expiresAt) : null;
-  if (!match) return byGrace;
-  const endOfExpiryDay = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])) + DAY_MS;
-  return Number.isFinite(endOfExpiryDay) ? Math.min(byGrace, endOfExpiryDay) : byGrace;
+  const expiryDay = parseIsoDate(expiresAt);
+  return expiryDay === null ? byGrace : Math.min(byGrace, expiryDay + DAY_MS);
 }
 
 /** Whole days from `now` until the end of `expiresAt` (UTC), or null when unknown. */
 export function daysLeft(expiresAt: string | undefined, now: number): number | null {
-  const match = expiresAt ? /^(\d{4})-(\d{2})-(\d{2})$/.exec(expiresAt) : null;
-  if (!match) return null;
-  const end = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])) + DAY_MS;
-  return Math.max(0, Math.ceil((end - now) / DAY_MS) - 1);
+  const expiryDay = parseIsoDate(expiresAt);
+  if (expiryDay === null) return null;
+  return Math.max(0, Math.ceil((expiryDay + DAY_MS - now) / DAY_MS) - 1);
 }

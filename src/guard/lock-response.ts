@@ -1,13 +1,12 @@
 // Serves a lock response: HTML page, host view, JSON for API clients, headers only for HEAD.
 import type { NextFunction, Request, Response } from 'express';
+import { resolvedPath, underPrefix } from './allow-list.js';
 import type { GuardConfig } from './guard-options.js';
 import type { GuardSnapshot, LockBodies } from './snapshot.js';
 
 function wantsJson(req: Request, apiPrefix: string | undefined): boolean {
-  if (apiPrefix !== undefined) {
-    const path = req.originalUrl.split('?', 1)[0] ?? '';
-    if (path === apiPrefix || path.startsWith(`${apiPrefix}/`)) return true;
-  }
+  // Only picks the response format, so the lenient resolution is fine here (`//api/x` is API).
+  if (apiPrefix !== undefined && underPrefix(resolvedPath(req.originalUrl), apiPrefix)) return true;
   if (req.xhr) return true;
   return req.accepts(['html', 'json']) === 'json';
 }

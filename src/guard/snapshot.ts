@@ -1,6 +1,7 @@
 // The per-verdict view of a license: locals for templates and pre-rendered lock responses.
 import type { LicenseResponse } from '../client/license-response.js';
-import { type Branding, brandingFrom, cleanText } from './branding.js';
+import { cleanText } from '../text.js';
+import { type Branding, brandingFrom } from './branding.js';
 import type { GuardConfig } from './guard-options.js';
 import { daysLeft, type LicenseState } from './license-state.js';
 import { lockPageCsp, renderLockPage } from './lock-page.js';
