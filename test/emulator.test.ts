@@ -24,6 +24,15 @@ function signedPost(path: string, body: string, timestamp = Math.floor(nowMs / 1
 }
 
 describe('createMotherEmulator()', () => {
+  it('validates its options', async () => {
+    const { createMotherEmulator } = await import('../src/testing.js');
+    await expect(createMotherEmulator({ panels: [DEMO_PANEL], windowSecs: 10 } as never)).rejects.toThrow(
+      /unknown option `windowSecs`. Did you mean `windowSeconds`\?/,
+    );
+    await expect(createMotherEmulator({ panels: [DEMO_PANEL], host: '0.0.0.0' as never })).rejects.toThrow(/`host` must be a loopback address/);
+    await expect(createMotherEmulator({ panels: [] })).rejects.toThrow(/needs `panels`/);
+  });
+
   it('answers 405 with Allow: POST to other methods', async () => {
     for (const method of ['GET', 'PUT', 'DELETE']) {
       const res = await fetch(`${emulator.url}/license.php`, { method });

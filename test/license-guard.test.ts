@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,40 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const after = licenseCalls();
       await sleep(1500);
       expect(licenseCalls()).toBe(after);
+    });
+
+    it('keeps guards of the same panel independent', async () => {
+      const first = setup();
+      await first.guard.start();
+      const second = setup();
+      expect(second.guard.state).toBe('pending');
+      expect(first.guard.state).toBe('active');
+      await request(first.app).get('/dashboard').expect(200);
+    });
+
+    it('applies a verdict even when a listener throws', async () => {
+      const errors: string[] = [];
+      const { guard } = setup({ logger: { warn: () => {}, error: (m) => errors.push(m) } });
+      guard.on('change', () => {
+        throw new Error('listener bug');
+      });
+      expect(await guard.start()).toBe('active');
+      expect(errors[0]).toMatch(/a 'change' listener threw: listener bug/);
+      expect(await guard.refresh()).toBe('active');
+    });
+
+    it('changes nothing once closed, even with a check in flight', async () => {
+      const { guard } = setup();
+      await guard.start();
+      const events: string[] = [];
+      guard.on('change', (c) => events.push(c.state)).on('error', () => events.push('error'));
+      emulator.setPanel(API_KEY, { active: false });
+      emulator.setFaults({ delayMs: 2000 });
+      const inFlight = guard.refresh();
+      guard.close();
+      expect(await inFlight).toBe('active');
+      expect(events).toEqual([]);
+      expect(await guard.start()).toBe('active');
     });
 
     it('shares one request between concurrent refresh() calls', async () => {
@@ -277,6 +311,7 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const first = setup({ stateFile });
       await first.guard.start();
       first.guard.close();
+      await waitFor(() => existsSync(stateFile), 'the state file');
       expect(statSync(stateFile).mode & 0o777).toBe(0o600);
       expect(readFileSync(stateFile, 'utf8')).not.toContain(API_SECRET);
       emulator.setFaults({ down: true });
@@ -292,11 +327,27 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const first = setup({ stateFile });
       expect(await first.guard.start()).toBe('locked');
       first.guard.close();
+      await waitFor(() => existsSync(stateFile), 'the state file');
       emulator.setFaults({ down: true });
       const second = setup({ stateFile });
       second.guard.on('error', () => {});
       expect(await second.guard.start()).toBe('locked');
       expect((await request(second.app).get('/x').set('Accept', 'application/json').expect(503)).body.reason).toBe('Suspended');
+    });
+
+    it('does not resume a restored verdict whose grace has run out', async () => {
+      const stateFile = join(dir, `old-${Math.random()}.json`);
+      let now = Date.now();
+      const first = setup({ stateFile, now: () => now });
+      await first.guard.start();
+      first.guard.close();
+      await waitFor(() => existsSync(stateFile), 'the state file');
+      now += 73 * HOUR;
+      emulator.setFaults({ down: true });
+      const second = setup({ stateFile, now: () => now, startupTimeoutMs: 50 });
+      second.guard.on('error', () => {});
+      expect(await second.guard.start()).toBe('pending');
+      await request(second.app).get('/dashboard').expect(503);
     });
 
     it('reports a corrupt file and carries on', async () => {
@@ -307,6 +358,8 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       guard.on('error', (e) => errors.push(e as Error));
       expect(await guard.start()).toBe('active');
       expect(errors[0]?.message).toMatch(/corrupt and was ignored/);
+      // The verdict is written in the background after the first check; the corrupt file was 21 bytes.
+      await waitFor(() => readFileSync(stateFile, 'utf8').length > 50, 'the rewrite');
       expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ version: 1 });
     });
   });
@@ -323,5 +376,10 @@ describe('licenseGuard() options', () => {
     expect(() => licenseGuard({ ...base, allow: ['healthz'] })).toThrow(/`allow` has an invalid path prefix "healthz"/);
     expect(() => licenseGuard({ ...base, retryBaseMs: 10_000, retryMaxMs: 1000 })).toThrow(/`retryMaxMs`/);
     expect(() => licenseGuard({ ...base, apiSecret: '' })).toThrow(/`apiSecret`/);
+    const { createMotherClient } = await import('../src/index.js');
+    const client = createMotherClient(base);
+    expect(() => licenseGuard({ client, baseUrl: base.baseUrl })).toThrow(/`baseUrl` was given together with `client`/);
+    expect(() => licenseGuard({ client, timeoutMs: 5 })).toThrow(/`timeoutMs` was given together with `client`/);
+    expect(() => createMotherClient({ ...base, allowInsecureHttp: 'yes' as never })).toThrow(/`allowInsecureHttp` must be true or false/);
   });
 });

@@ -1,5 +1,6 @@
 // `panel-license check`: one license check, human or JSON output, exit code by verdict.
 import { MotherError } from '../errors.js';
+import { cleanText } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags } from './io.js';
 
 const USAGE = `Usage: panel-license check [options]
@@ -20,9 +21,11 @@ export async function runCheck(args: string[], io: Io): Promise<number> {
     if (values.json)
       io.out(JSON.stringify({ ok: true, active: answer.active, reason: answer.reason, panel: answer.panel, server_time: answer.server_time ?? null }));
     else {
-      const name = answer.panel.name ?? '(unnamed panel)';
-      io.out(answer.active ? `ACTIVE  ${name}` : `LOCKED  ${name}: ${answer.reason ?? 'no reason given'}`);
-      if (answer.panel.expires_at) io.out(`expires ${answer.panel.expires_at}`);
+      // Remote text on a terminal: strip control characters (no ANSI escapes from the mother).
+      const name = cleanText(answer.panel.name, 80) ?? '(unnamed panel)';
+      io.out(answer.active ? `ACTIVE  ${name}` : `LOCKED  ${name}: ${cleanText(answer.reason, 300) ?? 'no reason given'}`);
+      const expires = cleanText(answer.panel.expires_at, 10);
+      if (expires) io.out(`expires ${expires}`);
     }
     return answer.active ? EXIT.ok : EXIT.inactive;
   } catch (error) {

@@ -39,7 +39,8 @@ export async function runPush(args: string[], io: Io): Promise<number> {
   const [file] = positionals;
   if (!file || positionals.length > 1) throw new UsageError('push needs exactly one FILE.', USAGE);
   const waitSeconds = Number(values['wait-s'] ?? 60);
-  if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new UsageError('--wait-s must be a number of seconds.', USAGE);
+  if (!Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > 86_400)
+    throw new UsageError('--wait-s must be a number of seconds from 0 to 86400.', USAGE);
   const releases = await readReleases(file);
   const client = clientFromFlags(values, io.env, USAGE);
 

@@ -20,6 +20,8 @@ export interface PostOptions {
   timeoutMs: number;
   maxResponseBytes: number;
   nowMs: () => number;
+  /** Aborts the request from outside (e.g. a guard being closed). */
+  signal?: AbortSignal | undefined;
 }
 
 async function readCapped(response: Response, limit: number, status: number): Promise<string> {
@@ -52,6 +54,9 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
   // The timer covers the whole exchange, body read included: a mother that trickles bytes
   // forever is as dead as one that never answers.
   const timer = setTimeout(() => controller.abort(new TimeoutError(timeoutMs)), timeoutMs);
+  const abortFromOutside = () => controller.abort(new NetworkError('The request was aborted by the caller.'));
+  if (options.signal?.aborted) abortFromOutside();
+  options.signal?.addEventListener('abort', abortFromOutside, { once: true });
   const sentAtMs = options.nowMs();
   try {
     const response = await options.fetch(options.url, {
@@ -59,6 +64,8 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
       headers: options.headers,
       body: options.body,
       // Never follow: fetch would replay X-Api-Key and X-Signature to wherever Location points.
+      // 'manual' rather than 'error' so the 3xx becomes a RedirectRefusedError with its status
+      // instead of an opaque "fetch failed".
       redirect: 'manual',
       signal: controller.signal,
     });
@@ -76,6 +83,7 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
     throw new NetworkError(`Could not reach the mother: ${detail}`, error);
   } finally {
     clearTimeout(timer);
+    options.signal?.removeEventListener('abort', abortFromOutside);
   }
 }
 

@@ -5,6 +5,7 @@ import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNot
 import { endpointUrl, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { assertCredentials, signRequest } from '../signing.js';
+import { cleanText } from '../text.js';
 import { createSkewClock } from './clock.js';
 import { type FetchLike, parseRetryAfter, postOnce, type RawResponse } from './http.js';
 import { errorBodySchema, type LicenseResponse, licenseResponseSchema, type ReleaseResponse, releaseResponseSchema } from './license-response.js';
@@ -28,13 +29,18 @@ export interface MotherClientOptions {
   now?: () => number;
 }
 
+export interface RequestOptions {
+  /** Aborts the request (a `NetworkError` is thrown). @default undefined */
+  signal?: AbortSignal;
+}
+
 export interface MotherClient {
   /** POST license.php with an empty signed body; resolves with the schema-checked answer. */
-  checkLicense(): Promise<LicenseResponse>;
+  checkLicense(options?: RequestOptions): Promise<LicenseResponse>;
   /** Validates the release locally, then POSTs release.php; resolves with `{ ok, release_id }`. */
-  pushRelease(release: Release): Promise<ReleaseResponse>;
+  pushRelease(release: Release, options?: RequestOptions): Promise<ReleaseResponse>;
   /** Sends a body already serialized by `serializeRelease` (used by the outbox: exact stored bytes). */
-  pushSerializedRelease(body: string): Promise<ReleaseResponse>;
+  pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse>;
   /** Milliseconds the mother's clock is ahead of ours, as last measured. */
   clockOffsetMs(): number;
   /** The endpoint base, for logs and status pages (no credentials in it). */
@@ -64,7 +70,8 @@ function errorFor(raw: RawResponse, nowMs: number): MotherError {
   let serverMessage: string | undefined;
   try {
     const parsed = errorBodySchema.safeParse(JSON.parse(raw.text));
-    if (parsed.success) serverMessage = parsed.data.error;
+    // Remote text headed for logs and terminals: no control characters, bounded length.
+    if (parsed.success) serverMessage = cleanText(parsed.data.error, 300) ?? undefined;
   } catch {
     // 401/405 bodies are not specified by the contract: HTML or empty is fine.
   }
@@ -93,6 +100,9 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   rejectUnknownOptions('createMotherClient', options, KNOWN);
   const { apiKey, apiSecret } = options;
   assertCredentials(apiKey, apiSecret);
+  if (options.allowInsecureHttp !== undefined && typeof options.allowInsecureHttp !== 'boolean') {
+    throw optionError('allowInsecureHttp', `must be true or false, received ${JSON.stringify(options.allowInsecureHttp)}`, 'Leave it out to require https.');
+  }
   const allowInsecureHttp = options.allowInsecureHttp === true;
   const base = parseBaseUrl(options.baseUrl, allowInsecureHttp);
   const timeoutMs = positiveInteger('timeoutMs', options.timeoutMs, 10_000);
@@ -104,7 +114,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   const releaseUrl = endpointUrl(base, 'release.php');
 
   /** Signs and sends; on a 401 whose Date shows our clock far off, corrects it and retries once. */
-  async function send(url: string, body: string): Promise<RawResponse> {
+  async function send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
     const bytes = body === '' ? EMPTY : Buffer.from(body, 'utf8');
     for (let attempt = 0; ; attempt++) {
       const headers: Record<string, string> = {
@@ -113,15 +123,15 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
         'User-Agent': USER_AGENT,
       };
       if (bytes.byteLength > 0) headers['Content-Type'] = 'application/json';
-      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs, maxResponseBytes, nowMs });
+      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs, maxResponseBytes, nowMs, signal });
       if (raw.status >= 200 && raw.status < 300) return raw;
       if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
       throw errorFor(raw, nowMs());
     }
   }
 
-  async function pushSerializedRelease(body: string): Promise<ReleaseResponse> {
-    const raw = await send(releaseUrl, body);
+  async function pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse> {
+    const raw = await send(releaseUrl, body, options?.signal);
     return parseWith(releaseResponseSchema, raw, 'release');
   }
 
@@ -129,14 +139,14 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
     baseUrl: base.toString(),
     timeoutMs,
     panelId: createHash('sha256').update(`${base.toString()}\n${apiKey}`).digest('hex').slice(0, 32),
-    async checkLicense() {
-      const raw = await send(licenseUrl, '');
+    async checkLicense(options) {
+      const raw = await send(licenseUrl, '', options?.signal);
       const answer = parseWith(licenseResponseSchema, raw, 'license');
       if (answer.server_time !== undefined) clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
       return answer;
     },
-    async pushRelease(release) {
-      return pushSerializedRelease(serializeRelease(validateRelease(release)));
+    async pushRelease(release, options) {
+      return pushSerializedRelease(serializeRelease(validateRelease(release)), options);
     },
     pushSerializedRelease,
     clockOffsetMs: () => clock.offsetMs(),

@@ -1,6 +1,7 @@
 // An emulator of the mother platform: the partner API of the contract, on 127.0.0.1, with faults.
 import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
+import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { verifySignature } from '../signing.js';
 import { mountAdminRoutes } from './admin.js';
 import { appliesDelay, applyFailureFault, sendJson } from './faults.js';
@@ -44,10 +45,26 @@ export interface MotherEmulator {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const KNOWN = ['panels', 'windowSeconds', 'port', 'host', 'basePath', 'admin', 'now'] as const;
+const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 export async function createMotherEmulator(options: MotherEmulatorOptions): Promise<MotherEmulator> {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { panels: [{ apiKey, apiSecret }] }.');
+  rejectUnknownOptions('createMotherEmulator', options, KNOWN);
   const state = new EmulatorState(options.panels);
-  const windowSeconds = options.windowSeconds ?? 300;
+  const windowSeconds = positiveInteger('windowSeconds', options.windowSeconds, 300, 0);
+  const listenPort = positiveInteger('port', options.port, 0, 0);
+  if (listenPort > 65535) throw optionError('port', `must be at most 65535, received ${listenPort}`, 'Pass 0 for a free port.');
+  if (options.host !== undefined && !LOOPBACK.includes(options.host)) {
+    throw optionError('host', `must be a loopback address, received ${JSON.stringify(options.host)}`, 'The admin routes are unauthenticated; use "127.0.0.1".');
+  }
+  if (options.basePath !== undefined && (typeof options.basePath !== 'string' || !/^(\/[\w.-]+)*\/?$/.test(options.basePath))) {
+    throw optionError(
+      'basePath',
+      `must be a path such as "/api/partner", received ${JSON.stringify(options.basePath)}`,
+      'Use letters, digits, ".", "-" and "/" only.',
+    );
+  }
   const basePath = (options.basePath ?? '/api/partner').replace(/\/+$/, '');
   const localNow = options.now ?? Date.now;
   const now = () => localNow() + (state.faults.clockOffsetSeconds ?? 0) * 1000;
@@ -125,7 +142,7 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
 
   const host = options.host ?? '127.0.0.1';
   const server = await new Promise<import('node:http').Server>((resolve, reject) => {
-    const s = app.listen(options.port ?? 0, host, () => resolve(s));
+    const s = app.listen(listenPort, host, () => resolve(s));
     s.once('error', reject);
   });
   const { port } = server.address() as AddressInfo;

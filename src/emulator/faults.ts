@@ -2,8 +2,6 @@
 import type { Response } from 'express';
 import type { EmulatorFaults } from './state.js';
 
-export const NO_FAULTS: Readonly<EmulatorFaults> = Object.freeze({});
-
 const HTML_PAGE = (title: string) => `<!doctype html><html><head><title>${title}</title></head><body><h1>${title}</h1></body></html>`;
 
 /**

@@ -56,7 +56,7 @@ export interface LicenseGuardOptions {
   fetch?: FetchLike;
   /** Clock in ms for grace, expiry and status (not for request signing); injected by tests. @default Date.now */
   now?: () => number;
-  /** Random source in [0, 1) for jitter. @default Math.random */
+  /** Random source in [0, 1) for the retry jitter (the schedule's jitter is node-cron's own). @default Math.random */
   random?: () => number;
   /** Where warnings and errors go when no 'error' listener is attached. @default console */
   logger?: GuardLogger;
@@ -120,8 +120,11 @@ function clientFrom(options: LicenseGuardOptions): MotherClient {
   if (options.client !== undefined) {
     if (typeof options.client?.checkLicense !== 'function')
       throw optionError('client', 'is not a mother client', 'Pass the value returned by createMotherClient().');
-    if (options.apiSecret !== undefined)
-      throw optionError('apiSecret', 'was given together with `client`', 'Pass either `client` or `baseUrl`/`apiKey`/`apiSecret`, not both.');
+    // These configure the client the guard would create; with a client given they would be ignored.
+    for (const name of ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'allowInsecureHttp', 'fetch'] as const) {
+      if (options[name] !== undefined)
+        throw optionError(name, 'was given together with `client`', `Set \`${name}\` on createMotherClient() instead, or drop \`client\`.`);
+    }
     return options.client;
   }
   return createMotherClient({

@@ -51,12 +51,19 @@ function errorCode(error: unknown): string {
 export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   const config: GuardConfig = resolveGuardOptions(options);
   const monitor = new LicenseMonitor(config);
+  // Aborts a check in flight on close(), so its timer cannot keep the process alive.
+  const closing = new AbortController();
   const poller = createPoller({
-    ...config,
+    schedule: config.schedule,
+    jitterMs: config.jitterMs,
+    retryBaseMs: config.retryBaseMs,
+    retryMaxMs: config.retryMaxMs,
+    random: config.random,
+    now: config.now,
     check: async () => {
       try {
-        const verdict = await config.client.checkLicense();
-        await monitor.verdictReceived(verdict, config.now());
+        const verdict = await config.client.checkLicense({ signal: closing.signal });
+        monitor.verdictReceived(verdict, config.now());
         return true;
       } catch (error) {
         monitor.checkFailed(error, config.now());
@@ -70,6 +77,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   let warnedNotStarted = false;
 
   function start(): Promise<LicenseState> {
+    if (closing.signal.aborted) return Promise.resolve(monitor.entry.state);
     started ??= (async () => {
       firstVerdictBy = config.now() + config.startupTimeoutMs;
       await monitor.restore();
@@ -128,8 +136,9 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     return monitor.entry.state;
   };
   guard.close = () => {
-    poller.close();
     monitor.close();
+    poller.close();
+    closing.abort();
   };
   guard.status = () => {
     const entry = monitor.entry;
@@ -142,7 +151,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       consecutiveFailures: poller.consecutiveFailures(),
       graceEndsAt: monitor.graceEndsAt(),
       clockOffsetMs: config.client.clockOffsetMs(),
-      lastError: monitor.lastFailure ? errorCode(monitor.lastFailure.error) : null,
+      lastError: monitor.lastFailure === null ? null : errorCode(monitor.lastFailure),
     };
   };
   guard.on = (event, listener) => {

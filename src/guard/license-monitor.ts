@@ -11,7 +11,9 @@ import { readStateFile, type StoredVerdict, writeStateFile } from './state-file.
 export interface VerdictEntry {
   readonly state: LicenseState;
   readonly verdict: LicenseResponse | undefined;
+  /** Local time (ms) the verdict was received. */
   readonly lastSuccessAt: number | null;
+  /** The mother's `server_time` in that verdict. */
   readonly serverTime: number | null;
   readonly reason: string | null;
   readonly snapshot: GuardSnapshot;
@@ -23,28 +25,29 @@ export interface ChangeEvent {
   reason: string | null;
 }
 
-export interface CheckFailure {
-  error: unknown;
-  at: number;
-}
-
-/** Keyed by panel so that one process can guard several panels with one cache. */
-export const verdictCache = new LRUCache<string, VerdictEntry>({ max: 1000 });
-
 export class LicenseMonitor extends EventEmitter {
   private readonly config: GuardConfig;
+  /**
+   * The verdict cache the request path reads: keyed by panel, one per guard, so guards never
+   * share or reset each other's state (a second app, a hot reload, tests).
+   */
+  private readonly cache = new LRUCache<string, VerdictEntry>({ max: 16 });
+  private readonly initial: VerdictEntry;
   private graceTimer: NodeJS.Timeout | undefined;
+  private writes: Promise<void> = Promise.resolve();
+  private closed = false;
   lastCheckAt: number | null = null;
-  lastFailure: CheckFailure | null = null;
+  lastFailure: unknown = null;
 
   constructor(config: GuardConfig) {
     super();
     this.config = config;
-    verdictCache.set(config.panelKey, this.entryFor('pending', undefined, null, null, null));
+    this.initial = this.entryFor('pending', undefined, null, null, null);
+    this.cache.set(config.panelKey, this.initial);
   }
 
   get entry(): VerdictEntry {
-    return verdictCache.get(this.config.panelKey) ?? this.entryFor('pending', undefined, null, null, null);
+    return this.cache.get(this.config.panelKey) ?? this.initial;
   }
 
   graceEndsAt(): number | null {
@@ -53,10 +56,14 @@ export class LicenseMonitor extends EventEmitter {
     return graceDeadline(lastSuccessAt, this.config.gracePeriodMs, verdict?.panel.expires_at);
   }
 
-  /** Restores the last verified verdict from `stateFile`; a bad file is reported, never fatal. */
+  /**
+   * Restores the last verified verdict from `stateFile`. An inactive one locks; an active one
+   * resumes in grace, unless its grace has already run out (then the panel waits for a check).
+   * A bad file is reported, never fatal.
+   */
   async restore(): Promise<void> {
     const { stateFile } = this.config;
-    if (!stateFile) return;
+    if (!stateFile || this.closed) return;
     let stored: StoredVerdict | null;
     try {
       stored = await readStateFile(stateFile, this.config.panelKey);
@@ -64,75 +71,77 @@ export class LicenseMonitor extends EventEmitter {
       this.report(error);
       return;
     }
-    if (stored && this.entry.state === 'pending') this.applyVerdict(stored.verdict, stored.lastSuccessAt);
-  }
-
-  /** A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock. */
-  async verdictReceived(verdict: LicenseResponse, at: number): Promise<void> {
-    this.lastCheckAt = at;
-    this.lastFailure = null;
-    this.applyVerdict(verdict, at);
-    if (this.config.stateFile) {
-      await writeStateFile(this.config.stateFile, this.config.panelKey, { verdict, lastSuccessAt: at }).catch((error: unknown) => this.report(error));
+    if (!stored || this.closed || this.entry.state !== 'pending') return;
+    const { verdict, lastSuccessAt } = stored;
+    if (!verdict.active) {
+      this.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
+      return;
+    }
+    if (this.config.now() < graceDeadline(lastSuccessAt, this.config.gracePeriodMs, verdict.panel.expires_at)) {
+      this.move('restored-active', verdict, lastSuccessAt, null);
+      this.checkGraceEnd();
     }
   }
 
-  checkFailed(error: unknown, at: number): void {
+  /** A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock. */
+  verdictReceived(verdict: LicenseResponse, at: number): void {
+    if (this.closed) return;
     this.lastCheckAt = at;
-    this.lastFailure = { error, at };
+    this.lastFailure = null;
+    const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
+    this.move(event, verdict, at, verdict.active ? null : (verdict.reason ?? 'The license is inactive.'));
+    const { stateFile, panelKey } = this.config;
+    // Written in the background, one after another: requests waiting for the first verdict do
+    // not wait for the disk, and an older verdict never overwrites a newer one.
+    if (stateFile)
+      this.writes = this.writes.then(() => writeStateFile(stateFile, panelKey, { verdict, lastSuccessAt: at })).catch((e: unknown) => this.report(e));
+  }
+
+  checkFailed(error: unknown, at: number): void {
+    if (this.closed) return;
+    this.lastCheckAt = at;
+    this.lastFailure = error;
     this.report(error);
-    const { verdict, lastSuccessAt, serverTime, reason } = this.entry;
-    this.move('check-failed', verdict, lastSuccessAt, serverTime, reason);
+    const { verdict, lastSuccessAt, reason } = this.entry;
+    this.move('check-failed', verdict, lastSuccessAt, reason);
     this.checkGraceEnd();
   }
 
   /** Locks when the grace period (or the license's expiry day) has passed while failing. */
   checkGraceEnd(): void {
     const deadline = this.graceEndsAt();
-    if (deadline === null) return;
-    const { verdict, lastSuccessAt, serverTime } = this.entry;
+    if (deadline === null || this.closed) return;
+    const { verdict, lastSuccessAt } = this.entry;
     const now = this.config.now();
     if (now >= deadline) {
       const since = lastSuccessAt === null ? 'start-up' : new Date(lastSuccessAt).toISOString();
-      this.move('grace-ended', verdict, lastSuccessAt, serverTime, `The license could not be verified since ${since}.`);
+      this.move('grace-ended', verdict, lastSuccessAt, `The license could not be verified since ${since}.`);
       return;
     }
     if (this.graceTimer) clearTimeout(this.graceTimer);
-    // The timer only fires an evaluation; the decision uses the injected clock above.
+    // The timer only triggers an evaluation; the decision above uses the injected clock.
     this.graceTimer = setTimeout(() => this.checkGraceEnd(), Math.min(deadline - now + 10, 2 ** 31 - 1));
     this.graceTimer.unref();
   }
 
+  /** After close() nothing changes state, writes the file or fires an event any more. */
   close(): void {
+    this.closed = true;
     if (this.graceTimer) clearTimeout(this.graceTimer);
   }
 
-  private applyVerdict(verdict: LicenseResponse, at: number): void {
-    const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
-    const reason = verdict.active ? null : (verdict.reason ?? 'The license is inactive.');
-    this.move(event, verdict, at, verdict.server_time ?? null, reason);
-  }
-
-  private move(
-    event: LicenseEvent,
-    verdict: LicenseResponse | undefined,
-    lastSuccessAt: number | null,
-    serverTime: number | null,
-    reason: string | null,
-  ): void {
+  private move(event: LicenseEvent, verdict: LicenseResponse | undefined, lastSuccessAt: number | null, reason: string | null): void {
     const previous = this.entry.state;
     const state = transition(previous, event);
     const entryReason = state === 'locked' || state === 'pending' ? reason : null;
-    // A failed check changes nothing shown: keep the pre-rendered view instead of rebuilding it.
-    const unchanged = state === previous && entryReason === this.entry.reason && verdict === this.entry.verdict;
-    const entry = unchanged ? { ...this.entry, lastSuccessAt, serverTime } : this.entryFor(state, verdict, lastSuccessAt, serverTime, entryReason);
-    verdictCache.set(this.config.panelKey, entry);
+    // Rebuilt on every check (minutes apart), so daysLeft and the lock page never go stale.
+    this.cache.set(this.config.panelKey, this.entryFor(state, verdict, lastSuccessAt, verdict?.server_time ?? null, entryReason));
     if (state !== 'grace' && this.graceTimer) clearTimeout(this.graceTimer);
     if (state === previous) return;
     const change: ChangeEvent = { state, previous, reason: entryReason };
-    this.emit('change', change);
-    if (state === 'locked') this.emit('lock', change);
-    if (previous === 'locked' && state === 'active') this.emit('unlock', change);
+    this.safeEmit('change', change);
+    if (state === 'locked') this.safeEmit('lock', change);
+    if (previous === 'locked' && state === 'active') this.safeEmit('unlock', change);
   }
 
   private entryFor(
@@ -145,9 +154,18 @@ export class LicenseMonitor extends EventEmitter {
     return { state, verdict, lastSuccessAt, serverTime, reason, snapshot: buildSnapshot(this.config, state, verdict, reason, this.config.now()) };
   }
 
+  /** A listener that throws must not turn a verified verdict into a failed check. */
+  private safeEmit(event: string, payload: unknown): void {
+    try {
+      this.emit(event, payload);
+    } catch (error) {
+      this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
   /** Errors go to 'error' listeners when there are any, else to the logger: never an unhandled throw. */
   report(error: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', error);
+    if (this.listenerCount('error') > 0) this.safeEmit('error', error);
     else this.config.logger.warn(`panel-license-guard: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

@@ -8,16 +8,18 @@ export type LicenseState = 'pending' | 'active' | 'grace' | 'locked';
  * What can happen to a panel's license:
  * - `verified-active` / `verified-inactive`: a check returned a schema-valid verdict;
  * - `check-failed`: timeout, network error, 5xx, 401, malformed answer — not a verdict;
- * - `grace-ended`: the grace period (or `expires_at`) passed while checks were failing.
+ * - `grace-ended`: the grace period (or `expires_at`) passed while checks were failing;
+ * - `restored-active`: an active verdict read back from `stateFile` at start-up, not yet re-verified.
  */
-export type LicenseEvent = 'verified-active' | 'verified-inactive' | 'check-failed' | 'grace-ended';
+export type LicenseEvent = 'verified-active' | 'verified-inactive' | 'check-failed' | 'grace-ended' | 'restored-active';
 
 const TRANSITIONS: Readonly<Record<LicenseState, Readonly<Record<LicenseEvent, LicenseState>>>> = {
-  pending: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'pending', 'grace-ended': 'pending' },
-  active: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'grace', 'grace-ended': 'locked' },
-  grace: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'grace', 'grace-ended': 'locked' },
+  // A restored verdict is the last good one, not a current one: the panel serves in grace.
+  pending: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'pending', 'grace-ended': 'pending', 'restored-active': 'grace' },
+  active: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'grace', 'grace-ended': 'locked', 'restored-active': 'active' },
+  grace: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'grace', 'grace-ended': 'locked', 'restored-active': 'grace' },
   // A failed check never unlocks: only a verified `active: true` does.
-  locked: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'locked', 'grace-ended': 'locked' },
+  locked: { 'verified-active': 'active', 'verified-inactive': 'locked', 'check-failed': 'locked', 'grace-ended': 'locked', 'restored-active': 'locked' },
 };
 
 export function transition(state: LicenseState, event: LicenseEvent): LicenseState {

@@ -50,20 +50,25 @@ export function createPoller(options: PollerOptions): Poller {
 
   function refresh(): Promise<boolean> {
     if (inFlight) return inFlight;
-    inFlight = options.check().then((ok) => {
-      inFlight = undefined;
-      if (closed) return ok;
-      if (ok) {
-        failures = 0;
-        if (retryTimer) clearTimeout(retryTimer);
-        retryTimer = undefined;
-        retryAt = null;
-      } else {
-        failures++;
-        scheduleRetry();
-      }
-      return ok;
-    });
+    inFlight = options
+      .check()
+      .catch(() => false)
+      .finally(() => {
+        inFlight = undefined;
+      })
+      .then((ok) => {
+        if (closed) return ok;
+        if (ok) {
+          failures = 0;
+          if (retryTimer) clearTimeout(retryTimer);
+          retryTimer = undefined;
+          retryAt = null;
+        } else {
+          failures++;
+          scheduleRetry();
+        }
+        return ok;
+      });
     return inFlight;
   }
 

@@ -32,7 +32,6 @@ export interface GuardSnapshot {
 
 export interface LockBodies {
   readonly reason: string;
-  readonly html: string;
   readonly htmlBytes: Buffer;
   readonly jsonBytes: Buffer;
   readonly csp: string;
@@ -68,7 +67,6 @@ export function buildSnapshot(
     const html = renderLockPage({ branding, reason: shownReason, retryAfterSeconds: config.retryAfterSeconds });
     lock = {
       reason: shownReason,
-      html,
       htmlBytes: Buffer.from(html, 'utf8'),
       jsonBytes: Buffer.from(JSON.stringify({ ok: false, error: state === 'pending' ? 'license_pending' : 'panel_locked', reason: shownReason }), 'utf8'),
       csp: lockPageCsp(branding),
