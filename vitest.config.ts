@@ -8,5 +8,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The JSON report lets .ci/run print a plain "N passed, N failed" closing line.
+    reporters: ['default', 'json'],
+    outputFile: { json: 'test-results.json' },
   },
 });
