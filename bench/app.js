@@ -1,0 +1,88 @@
+// The Express apps under test: one small HTML route, bare, behind licenseGuard, behind helmet, or a lock-page stand-in.
+import express from 'express';
+import helmet from 'helmet';
+import { licenseGuard } from 'panel-license-guard';
+
+/** Branding the emulator is configured with; bare and helmet apps use it as a constant, so every body has the same size. */
+export const BENCH_BRANDING = Object.freeze({ name: 'Bench Records', color: '#2563eb' });
+
+/** The emulator's panel record for the benchmark's panels (same name and colour as BENCH_BRANDING). */
+export const BENCH_PANEL = { name: BENCH_BRANDING.name, brand_color: BENCH_BRANDING.color };
+
+/** Credentials of the two emulated panels: one active, one locked. */
+export const PANELS = {
+  active: { apiKey: 'bench-active', apiSecret: 'bench-active-secret', active: true, panel: BENCH_PANEL },
+  locked: { apiKey: 'bench-locked', apiSecret: 'bench-locked-secret', active: false, reason: 'License suspended for the benchmark.', panel: BENCH_PANEL },
+};
+
+const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const escapeHtml = (value) => String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]);
+
+/** The page every variant serves: it reads `res.locals.branding`, as a host app's template would. */
+export function renderHome(branding) {
+  const name = escapeHtml(branding.name);
+  return `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>${name}</title>
+<style>header{background:${branding.color};color:#fff;padding:1rem}body{font:16px system-ui;margin:0}</style></head>
+<body><header><h1>${name}</h1></header>
+<main><p>Welcome back. Your releases, royalties and reports are below.</p>
+<ul><li>Releases this month: 12</li><li>Pending review: 3</li><li>Royalties: $1,204.50</li></ul></main>
+</body>
+</html>
+`;
+}
+
+function baseApp() {
+  const app = express();
+  // ETag off everywhere: otherwise res.send() hashes every body, a cost the guard's lock page
+  // does not pay, which would make the baselines slower and the ratios flattering.
+  app.set('etag', false);
+  app.disable('x-powered-by');
+  return app;
+}
+
+function mountHome(app) {
+  app.get('/', (_req, res) => {
+    res.send(renderHome(res.locals.branding ?? BENCH_BRANDING));
+  });
+}
+
+function guardFor(panel, baseUrl) {
+  // Far-away schedule and no jitter: the only check is the one at start(), none during the measurement.
+  return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0 });
+}
+
+/**
+ * Builds one variant. Resolves with `{ app, close }` once the app is ready to serve
+ * (for guarded variants: once the first license check has settled).
+ * - `bare`: the route alone. `guard`: behind an active licenseGuard. `helmet`: behind helmet().
+ * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
+ * - `locked`: behind a locked licenseGuard (every request gets the lock page).
+ * - `static-lock`: a route that res.send()s `lockHtml` (the lock page's bytes) with the same status.
+ */
+export async function buildApp({ variant, baseUrl, lockHtml }) {
+  const app = baseApp();
+  let guard;
+  if (variant === 'guard' || variant === 'locked') {
+    guard = guardFor(variant === 'guard' ? PANELS.active : PANELS.locked, baseUrl);
+    const state = await guard.start();
+    const expected = variant === 'guard' ? 'active' : 'locked';
+    if (state !== expected) throw new Error(`bench: the ${variant} guard started in state "${state}", expected "${expected}"`);
+    app.use(guard);
+  } else if (variant === 'noop') {
+    app.use((_req, _res, next) => next());
+  } else if (variant === 'helmet') {
+    app.use(helmet());
+  } else if (variant === 'static-lock') {
+    if (typeof lockHtml !== 'string') throw new TypeError('bench: the static-lock variant needs `lockHtml`');
+    app.get('/', (_req, res) => {
+      res.status(503).type('html').send(lockHtml);
+    });
+    return { app, close: () => {} };
+  } else if (variant !== 'bare') {
+    throw new TypeError(`bench: unknown variant "${variant}"`);
+  }
+  mountHome(app);
+  return { app, close: () => guard?.close() };
+}

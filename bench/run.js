@@ -1,0 +1,79 @@
+// `npm run bench`: runs every figure in one process tree on one machine, prints the table, writes bench/results.json.
+import { fileURLToPath } from 'node:url';
+import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
+import { measureLockPage, measureRequestPath } from './http-overhead.js';
+import { measureMemory } from './memory.js';
+import { measureOutbox } from './outbox.js';
+import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
+import { measureSigning } from './signing.js';
+
+const quick = process.argv.includes('--quick');
+
+/**
+ * Budget on 2 cores, about 2.5 minutes: request path 20 rounds x 4 variants x 1 s (~90 s),
+ * lock page 20 x 2 x 1 s (~45 s), signing ~6 s, outbox ~12 s, memory ~15 s. autocannon works in
+ * whole seconds (it samples once a second), so a round is 1 s. Many short rounds rather than a few
+ * long ones: this machine's speed drifts by ±30 % within a minute, and a ratio is only as good as
+ * the number of back-to-back pairs behind its median. `--quick` is a smoke test of the harness.
+ */
+const SETTINGS = quick
+  ? {
+      http: { rounds: 2, seconds: 1, warmupSeconds: 1, connections: 32 },
+      signing: { rounds: 3, roundMs: 200 },
+      outbox: { rounds: 1, count: 100, concurrency: 4 },
+      memory: { first: 1000, total: 5000, connections: 32 },
+    }
+  : {
+      http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
+      signing: { rounds: 9, roundMs: 600 },
+      outbox: { rounds: 5, count: 500, concurrency: 4 },
+      memory: { first: 1000, total: 50_000, connections: 32 },
+    };
+
+const log = (line) => console.error(line);
+
+async function main() {
+  const started = performance.now();
+  const machine = machineInfo();
+  log(`panel-license-guard benchmarks${quick ? ' (--quick: a smoke test, not figures to quote)' : ''}: ${machine.cpus} CPUs, Node ${machine.node}`);
+  const pinned = pinToCpu(process.pid, LOAD_CPU);
+  log(
+    pinned
+      ? `  autocannon, signing and the outbox on CPU ${LOAD_CPU}; servers and the emulator on CPU ${SERVER_CPU}`
+      : '  no CPU pinning (no taskset or one CPU)',
+  );
+  // The mother emulator gets its own process: idle during the HTTP figures, on its own core for the outbox.
+  const emulator = await startChild({ role: 'emulator' });
+  const baseUrl = emulator.info.url;
+  const figures = [];
+  try {
+    const steps = [
+      ['1. request path', () => measureRequestPath({ baseUrl, ...SETTINGS.http, log })],
+      ['2. lock page', () => measureLockPage({ baseUrl, ...SETTINGS.http, log })],
+      ['3. signing', () => measureSigning({ ...SETTINGS.signing, log })],
+      ['4. release delivery', () => measureOutbox({ emulator, ...SETTINGS.outbox, log })],
+      ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
+    ];
+    for (const [name, measure] of steps) {
+      const stepStart = performance.now();
+      log(name);
+      figures.push(...(await measure()));
+      log(`  (${Math.round((performance.now() - stepStart) / 1000)} s)`);
+    }
+  } finally {
+    await emulator.close();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  console.log(`\n${renderTable(figures)}\n\n${renderNotes()}\n\n${renderMachine(machine, seconds, pinned)}\n`);
+  if (!quick) writeResults(fileURLToPath(new URL('./results.json', import.meta.url)), { machine, settings: { ...SETTINGS, pinned }, figures, seconds });
+  const missed = figures.filter((f) => f.met === false);
+  if (missed.length > 0) {
+    console.log(`Targets missed: ${missed.map((f) => f.id).join(', ')}`);
+    process.exitCode = 1;
+  } else console.log('Every target met.');
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});
