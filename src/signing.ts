@@ -1,5 +1,5 @@
 // Request signing of the partner API: HMAC-SHA256 over `apiKey|timestamp|rawBody`, hex encoded.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 
 /** The three authentication headers of contract §5. */
 export type SignedHeaders = {
@@ -45,24 +45,30 @@ function assertTimestamp(timestamp: unknown): asserts timestamp is number {
 }
 
 /** Computes the lower-case hex HMAC-SHA256 of `apiKey|timestamp|body` with the secret as key. */
-export function computeSignature(apiKey: string, apiSecret: string, timestamp: number | string, body: string | Uint8Array = ''): string {
+export function computeSignature(apiKey: string, apiSecret: string | KeyObject, timestamp: number | string, body: string | Uint8Array = ''): string {
   const hmac = createHmac('sha256', apiSecret);
-  // One update for string bodies: a second native call costs ~5 % on a 1 KiB body.
-  if (typeof body === 'string') hmac.update(`${apiKey}|${timestamp}|${body}`);
-  else hmac.update(`${apiKey}|${timestamp}|`).update(body);
-  return hmac.digest('hex');
+  return hmac.update(`${apiKey}|${timestamp}|`).update(body).digest('hex');
 }
 
 /** Returns the `X-Api-Key`, `X-Timestamp` and `X-Signature` headers for one request. */
+// The last credentials that passed assertCredentials(): a client signs every request with the
+// same pair, so re-running the checks per request would be pure overhead on the signing path.
+// The secret is kept as a KeyObject too, so each signature skips re-encoding the key string.
+let checkedKey: string | undefined;
+let checkedSecret: string | undefined;
+let secretKey: KeyObject | undefined;
+
 export function signRequest(input: SignRequestInput): SignedHeaders {
   const { apiKey, apiSecret, body = '', timestamp } = input;
-  assertCredentials(apiKey, apiSecret);
+  if (apiKey !== checkedKey || apiSecret !== checkedSecret) {
+    assertCredentials(apiKey, apiSecret);
+    checkedKey = apiKey;
+    checkedSecret = apiSecret;
+    secretKey = createSecretKey(Buffer.from(apiSecret, 'utf8'));
+  }
   assertTimestamp(timestamp);
-  return {
-    'X-Api-Key': apiKey,
-    'X-Timestamp': String(timestamp),
-    'X-Signature': computeSignature(apiKey, apiSecret, timestamp, body),
-  };
+  const stamp = String(timestamp);
+  return { 'X-Api-Key': apiKey, 'X-Timestamp': stamp, 'X-Signature': computeSignature(apiKey, secretKey ?? apiSecret, stamp, body) };
 }
 
 export interface VerifySignatureInput {
