@@ -1,14 +1,26 @@
 // Serves a lock response: HTML page, host view, JSON for API clients, headers only for HEAD.
 import type { NextFunction, Request, Response } from 'express';
+import { LRUCache } from 'lru-cache';
 import { resolvedPath, underPrefix } from './allow-list.js';
 import type { GuardConfig } from './guard-options.js';
 import type { GuardSnapshot, LockBodies } from './snapshot.js';
+
+const acceptPrefersJson = new LRUCache<string, boolean>({ max: 64 });
 
 function wantsJson(req: Request, apiPrefix: string | undefined): boolean {
   // Only picks the response format, so the lenient resolution is fine here (`//api/x` is API).
   if (apiPrefix !== undefined && underPrefix(resolvedPath(req.originalUrl), apiPrefix)) return true;
   if (req.xhr) return true;
-  return req.accepts(['html', 'json']) === 'json';
+  const accept = req.headers.accept;
+  if (accept === undefined) return false;
+  // Negotiation re-parses the header each time; clients send a handful of distinct Accept
+  // strings, so the answer per string is remembered (a pure function of the header).
+  let json = acceptPrefersJson.get(accept);
+  if (json === undefined) {
+    json = req.accepts(['html', 'json']) === 'json';
+    if (accept.length <= 512) acceptPrefersJson.set(accept, json);
+  }
+  return json;
 }
 
 function renderView(req: Request, config: GuardConfig, snapshot: GuardSnapshot, lock: LockBodies): Promise<string> {
