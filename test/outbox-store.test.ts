@@ -51,6 +51,21 @@ describe.each(stores)('%s', (_name, create) => {
   };
 
   describe('when enqueuing', () => {
+    it('applies the rules in call order to enqueues made in the same turn', async () => {
+      const store = make();
+      const results = await Promise.all([
+        store.enqueue(row('v1', 'same-turn'), T0),
+        store.enqueue(row('v2', 'same-turn'), T0),
+        store.enqueue(row('other'), T0),
+      ]);
+      expect(results.map((r) => [r.id, r.deduplicated])).toEqual([
+        [1, undefined],
+        [1, 'replaced-pending'],
+        [2, undefined],
+      ]);
+      expect((await store.list({ state: 'pending', limit: 10 })).map((r) => JSON.parse(r.body).release.title)).toEqual(['v2', 'other']);
+    });
+
     it('always queues a release without remote_track_id', async () => {
       const store = make();
       const first = await store.enqueue(row('Same'), T0);

@@ -4,7 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import { loadSqliteDriver, type SqliteDatabase, type SqliteStatement } from './sqlite-driver.js';
-import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
+import { type EnqueueResult, type NewOutboxRow, OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
 
 export interface SqliteOutboxStoreOptions {
   /** Path of the SQLite file; its directory is created when missing. `':memory:'` for a throwaway database. */
@@ -211,8 +211,40 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   }
   syncNormal.run();
 
+  // Group commit: enqueues made in the same event-loop turn (concurrent uploads) share one
+  // fsync'd transaction, each in its own savepoint (a nested better-sqlite3 transaction), so one
+  // failing row rejects only its own caller. Every caller still resolves only after the commit.
+  type Waiting = { row: NewOutboxRow; nowMs: number; resolve: (result: EnqueueResult) => void; reject: (error: unknown) => void };
+  let batch: Waiting[] = [];
+  const enqueueBatch = db.transaction((waiting: Waiting[]) =>
+    waiting.map(({ row, nowMs }) => {
+      try {
+        return { ok: true as const, result: enqueue(row, nowMs) };
+      } catch (error) {
+        return { ok: false as const, error };
+      }
+    }),
+  );
+  function flushEnqueues(): void {
+    const waiting = batch;
+    batch = [];
+    try {
+      const outcomes = withFullSync(() => enqueueBatch.immediate(waiting));
+      for (const [i, outcome] of outcomes.entries()) {
+        if (outcome.ok) waiting[i]?.resolve(outcome.result);
+        else waiting[i]?.reject(outcome.error);
+      }
+    } catch (error) {
+      for (const entry of waiting) entry.reject(error);
+    }
+  }
+
   return {
-    enqueue: (row, nowMs) => withFullSync(() => enqueue.immediate(row, nowMs)),
+    enqueue: (row, nowMs) =>
+      new Promise<EnqueueResult>((resolve, reject) => {
+        if (batch.length === 0) setImmediate(flushEnqueues);
+        batch.push({ row, nowMs, resolve, reject });
+      }),
     claimDue: (request) => claimDue.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
     counts() {
@@ -226,6 +258,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     },
     requeueDead: (id, nowMs) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs }).changes),
     close() {
+      if (batch.length > 0 && db.open) flushEnqueues();
       if (db.open) db.close();
     },
   };
