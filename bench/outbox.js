@@ -1,4 +1,4 @@
-// Figure 4: releases per second through the durable (SQLite) outbox vs plain pushRelease() loops, same concurrency.
+// Figure 4: releases per second through the durable (SQLite) outbox vs a plain pushRelease() loop, and vs 4 loops.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,15 +81,19 @@ export async function measureOutbox({ emulator, rounds, count, concurrency, log 
   const client = createMotherClient({ baseUrl: emulator.info.url, apiKey, apiSecret });
   const dir = mkdtempSync(join(tmpdir(), 'plg-bench-outbox-'));
   log(`  outbox: ${rounds} rounds x ${count} releases per variant, ${concurrency} callers and ${concurrency} pushes at once, SQLite file in ${dir}`);
+  // The issue's baseline is "a plain loop of pushRelease": one loop, one push at a time. The
+  // outbox runs `concurrency` pushes at once, so the same number of parallel loops is reported
+  // too, as the stricter reference: it shows what durability costs at equal parallelism.
   const variants = {
     outbox: (run) => outboxRun(createReleaseOutbox, client, { dir, run, count, concurrency }),
-    plain: (run) => plainRun(client, { run, count, concurrency }),
+    plain: (run) => plainRun(client, { run, count, concurrency: 1 }),
+    parallel: (run) => plainRun(client, { run, count, concurrency }),
   };
   try {
     // Warm-up: the client and the emulator take a few thousand pushes to reach full speed (JIT, sockets).
     for (let i = 0; i < WARMUP_PLAIN_RUNS; i++) await variants.plain(`warmup-plain-${i}`);
     await variants.outbox('warmup-outbox');
-    const perRound = { outbox: [], plain: [] };
+    const perRound = { outbox: [], plain: [], parallel: [] };
     const latencies = [];
     for (const [index, order] of rotations(Object.keys(variants), rounds).entries()) {
       for (const name of order) {
@@ -100,24 +104,37 @@ export async function measureOutbox({ emulator, rounds, count, concurrency, log 
         perRound[name].push(Math.round(result.rate));
         if (result.latencies) latencies.push(...result.latencies);
       }
-      log(`    round ${index + 1}/${rounds}: outbox ${perRound.outbox.at(-1)}/s, plain loop ${perRound.plain.at(-1)}/s`);
+      log(
+        `    round ${index + 1}/${rounds}: outbox ${perRound.outbox.at(-1)}/s, plain loop ${perRound.plain.at(-1)}/s, ${concurrency} loops ${perRound.parallel.at(-1)}/s`,
+      );
     }
-    const medians = { outbox: median(perRound.outbox), plain: median(perRound.plain) };
+    const medians = { outbox: median(perRound.outbox), plain: median(perRound.plain), parallel: median(perRound.parallel) };
     const perRoundRatios = perRound.outbox.map((value, i) => round(value / perRound.plain[i], 3));
     const ratio = round(median(perRoundRatios), 3);
+    const parallelRatios = perRound.outbox.map((value, i) => round(value / perRound.parallel[i], 3));
     const p50 = percentile(latencies, 50);
     const p99 = percentile(latencies, 99);
     const raw = { count, concurrency, perRound, medians, perRoundRatios, enqueueMs: { p50, p99, max: Math.max(...latencies), samples: latencies.length } };
     return [
       {
         id: 'outbox',
-        figure: `4. Release delivery: SQLite outbox vs plain pushRelease() loop (${concurrency} callers each)`,
+        figure: '4. Release delivery: SQLite outbox vs a plain pushRelease() loop',
         measured: `${fmt(medians.outbox)} releases/s`,
         baseline: `${fmt(medians.plain)} releases/s plain loop`,
         ratio,
         target: '≥ 0.5',
         met: ratio >= 0.5,
         raw,
+      },
+      {
+        id: 'outbox-vs-parallel',
+        figure: `4. Reference: outbox vs ${concurrency} parallel pushRelease() loops`,
+        measured: `${fmt(medians.outbox)} releases/s`,
+        baseline: `${fmt(medians.parallel)} releases/s, ${concurrency} loops`,
+        ratio: round(median(parallelRatios), 3),
+        target: 'reference',
+        met: null,
+        raw: { perRoundRatios: parallelRatios },
       },
       {
         id: 'outbox-enqueue',
