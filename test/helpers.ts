@@ -35,3 +35,13 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string, time
     await sleep(20);
   }
 }
+
+/** Resolves with the error a promise rejects with; fails the test when it resolves instead. */
+export async function failure(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection');
+}

@@ -16,7 +16,7 @@ import {
   ServerValidationError,
   TimeoutError,
 } from '../src/errors.js';
-import { API_KEY, API_SECRET, clientFor, startEmulator } from './helpers.js';
+import { API_KEY, API_SECRET, clientFor, failure, startEmulator } from './helpers.js';
 
 let emulator: MotherEmulator;
 beforeAll(async () => {
@@ -46,15 +46,6 @@ function recordingFetch(sent: RequestInit[]) {
     sent.push(init);
     return fetch(url, init);
   };
-}
-
-async function failure(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('createMotherClient()', () => {

@@ -9,7 +9,7 @@ import { AuthenticationError, InvalidReleaseError } from '../src/errors.js';
 import type { OutboxEventName, OutboxEvents } from '../src/outbox/events.js';
 import type { ReleaseOutboxOptions } from '../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
-import { API_KEY, API_SECRET, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { API_KEY, API_SECRET, clientFor, failure, sleep, startEmulator, waitFor } from './helpers.js';
 
 let emulator: MotherEmulator;
 const dir = mkdtempSync(join(tmpdir(), 'outbox-'));
@@ -57,15 +57,6 @@ function recordEvents(outbox: ReleaseOutbox) {
 
 const drained = (outbox: ReleaseOutbox) => outbox.drain({ signal: AbortSignal.timeout(10_000) });
 const titles = () => emulator.releases.map((r) => r.release.title);
-
-async function failure(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('createReleaseOutbox()', () => {
   describe('when constructed', () => {

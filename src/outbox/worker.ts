@@ -2,26 +2,21 @@
 import { retryDelayMs } from './backoff.js';
 import type { OutboxEmitter } from './events.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
-import type { ReleaseSender } from './options.js';
+import type { ResolvedOutboxConfig } from './options.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
 
-export interface WorkerConfig {
+/** The resolved outbox options the worker uses, plus what the outbox wires in. */
+export type WorkerConfig = Pick<
+  ResolvedOutboxConfig,
+  'client' | 'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pollIntervalMs' | 'now' | 'random'
+> & {
   store: OutboxStore;
-  client: ReleaseSender;
   events: OutboxEmitter;
   /** Lease owner name, unique per outbox instance. */
   owner: string;
-  concurrency: number;
-  baseDelayMs: number;
-  maxDelayMs: number;
-  authRetryDelayMs: number;
-  leaseMs: number;
-  pollIntervalMs: number;
-  now: () => number;
-  random: () => number;
   /** Called after every recorded attempt and every poll tick; drain() checks the counts there. */
   onProgress: () => void;
-}
+};
 
 export interface DeliveryWorker {
   start(): void;
