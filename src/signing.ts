@@ -62,9 +62,11 @@ export function signRequest(input: SignRequestInput): SignedHeaders {
   const { apiKey, apiSecret, body = '', timestamp } = input;
   if (apiKey !== checkedKey || apiSecret !== checkedSecret) {
     assertCredentials(apiKey, apiSecret);
+    // Build the key first: the cache only ever names a pair whose KeyObject exists.
+    const key = createSecretKey(Buffer.from(apiSecret, 'utf8'));
+    secretKey = key;
     checkedKey = apiKey;
     checkedSecret = apiSecret;
-    secretKey = createSecretKey(Buffer.from(apiSecret, 'utf8'));
   }
   assertTimestamp(timestamp);
   const stamp = String(timestamp);

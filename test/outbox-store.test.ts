@@ -263,3 +263,19 @@ describe('loadSqliteDriver()', () => {
     expect(() => loadSqliteDriver(broken)).toThrow(/npm rebuild better-sqlite3/);
   });
 });
+
+describe('createSqliteOutboxStore() group commit', () => {
+  it('rejects every caller of a batch that the database rolled back as a whole', async () => {
+    const file = freshFile();
+    const store = createSqliteOutboxStore({ file });
+    open.push(store);
+    // A trigger that aborts the whole transaction (as SQLITE_FULL or an I/O error would).
+    const Driver = loadSqliteDriver();
+    const side = new Driver(file);
+    side.exec(`CREATE TRIGGER poison BEFORE INSERT ON release_outbox WHEN NEW.body LIKE '%poison%' BEGIN SELECT RAISE(ROLLBACK, 'disk on fire'); END`);
+    side.close();
+    const outcomes = await Promise.allSettled([store.enqueue(row('a'), T0), store.enqueue(row('poison'), T0), store.enqueue(row('c'), T0)]);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0 });
+  });
+});

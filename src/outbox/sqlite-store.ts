@@ -221,6 +221,9 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       try {
         return { ok: true as const, result: enqueue(row, nowMs) };
       } catch (error) {
+        // Disk full, I/O errors and the like roll back the whole transaction, not just the
+        // savepoint: then nothing of the batch is stored, so every caller must be rejected.
+        if (!db.inTransaction) throw error;
         return { ok: false as const, error };
       }
     }),
