@@ -8,7 +8,15 @@ describe('createAllowMatcher()', () => {
   const allowed = createAllowMatcher(['/healthz', '/static/']);
 
   it('allows the prefixes and what is below them', () => {
-    for (const url of ['/healthz', '/healthz/', '/healthz?full=1', '/static/app.css', '/static/img/logo.svg', '/static/my%20logo.svg']) {
+    for (const url of [
+      '/healthz',
+      '/healthz/',
+      '/healthz?full=1',
+      '/static/app.css',
+      '/static/img/logo.svg',
+      '/static/my%20logo.svg',
+      '/static/%C3%A9t%C3%A9.png',
+    ]) {
       expect(allowed(req(url)), url).toBe(true);
     }
   });
@@ -36,6 +44,16 @@ describe('createAllowMatcher()', () => {
       '/static/../static/a.css',
       '//healthz',
       '/./healthz',
+      // Express does not route these to the /healthz or /static mounts (it matches the raw path).
+      '/%68ealthz',
+      '/%68ealthz/x/y/z',
+      '/%73tatic/dashboard',
+      '/%2573tatic/dashboard',
+      '/st%61tic/app.css',
+      '/st%41tic/app.css',
+      '/%73%74%61%74%69%63/a',
+      '/STATIC/app.css',
+      'http://host/healthz',
     ]) {
       expect(allowed(req(url)), url).toBe(false);
     }
@@ -46,13 +64,33 @@ describe('createAllowMatcher()', () => {
     expect(matcher(req('/special'))).toBe(true);
     expect(matcher(req('/other'))).toBe(false);
   });
+
+  it('treats a throwing predicate as "not allowed" and reports it', () => {
+    const errors: unknown[] = [];
+    const matcher = createAllowMatcher(
+      [
+        () => {
+          throw new Error('boom');
+        },
+      ],
+      (error) => errors.push(error),
+    );
+    expect(matcher(req('/x'))).toBe(false);
+    expect(errors).toHaveLength(1);
+  });
+
+  it('refuses prefixes a raw path can never carry', () => {
+    for (const bad of ['healthz', '/a b', '/%73tatic', '/a/../b', '/caf\u00e9', '/a?b', '//a']) {
+      expect(() => createAllowMatcher([bad]), bad).toThrow(/`allow` has an invalid path prefix/);
+    }
+  });
 });
 
 describe('canonicalPath()', () => {
-  it('decodes once and refuses dot segments, empty segments and encoded separators', () => {
-    expect(canonicalPath('/static/my%20logo.svg?x=1')).toBe('/static/my logo.svg');
+  it('keeps the raw path and refuses dot segments, empty segments and encoded separators', () => {
+    expect(canonicalPath('/static/my%20logo.svg?x=1')).toBe('/static/my%20logo.svg');
     expect(canonicalPath('/healthz/')).toBe('/healthz/');
-    for (const bad of ['/a/./b', '/a/../b', '/a//b', '/%2e%2e/etc', '/a%2fb', '/%00', '/%zz', 'relative']) expect(canonicalPath(bad), bad).toBeNull();
+    for (const bad of ['/a/./b', '/a/../b', '/a//b', '/%2e%2e/etc', '/a%2fb', '/%00', 'relative', '/a\\b']) expect(canonicalPath(bad), bad).toBeNull();
   });
 });
 

@@ -2,14 +2,13 @@
 import cron from 'node-cron';
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { isolateLogger, type Logger } from '../logger.js';
 import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { safeColor } from './branding.js';
 
-export interface GuardLogger {
-  warn(message: string): void;
-  error(message: string): void;
-}
+/** `console`, a pino or winston logger, or any `{ warn, error }`. */
+export type GuardLogger = Logger;
 
 export interface LicenseGuardOptions {
   /** Base address of the mother's partner API. Required unless `client` is given. */
@@ -158,6 +157,16 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const apiPrefix = optionalString('apiPrefix', options.apiPrefix, 'Use a path such as "/api".');
   if (apiPrefix !== undefined && !apiPrefix.startsWith('/'))
     throw optionError('apiPrefix', `must start with "/" (received "${apiPrefix}")`, 'Use a path such as "/api".');
+  const logger = validLogger(options.logger);
+  let predicateErrorLogged = false;
+  // Logged once, not per request: a broken predicate would otherwise flood the log.
+  const onPredicateError = (error: unknown) => {
+    if (predicateErrorLogged) return;
+    predicateErrorLogged = true;
+    logger.error(
+      `panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${error instanceof Error ? error.message : String(error)}`,
+    );
+  };
   const retryBaseMs = positiveInteger('retryBaseMs', options.retryBaseMs, 30_000);
   const retryMaxMs = positiveInteger('retryMaxMs', options.retryMaxMs, 300_000);
   if (retryMaxMs < retryBaseMs)
@@ -176,19 +185,19 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300),
     lockView: optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'),
     apiPrefix: apiPrefix?.replace(/\/+$/, ''),
-    isAllowed: createAllowMatcher(options.allow),
+    isAllowed: createAllowMatcher(options.allow, onPredicateError),
     defaults: { name: optionalString('defaultName', options.defaultName, 'Pass a display name.') ?? 'Panel', color: defaultColor.toLowerCase() },
     now: optionalFunction<() => number>('now', options.now) ?? Date.now,
     random: optionalFunction<() => number>('random', options.random) ?? Math.random,
-    logger: validLogger(options.logger),
+    logger,
   };
 }
 
 function validLogger(logger: unknown): GuardLogger {
-  if (logger === undefined) return console;
+  if (logger === undefined) return isolateLogger(console);
   const candidate = logger as Partial<GuardLogger>;
   if (typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {
     throw optionError('logger', 'must have warn() and error() methods', 'Pass console, a pino/winston logger, or { warn() {}, error() {} }.');
   }
-  return candidate as GuardLogger;
+  return isolateLogger(candidate as GuardLogger);
 }

@@ -57,10 +57,8 @@ export function sendLockResponse(req: Request, res: Response, next: NextFunction
     res.end(req.method === 'HEAD' ? undefined : lock.jsonBytes);
     return;
   }
-  if (config.lockView === undefined) {
-    res.setHeader('Content-Security-Policy', lock.csp);
-    res.setHeader('Content-Length', String(lock.htmlBytes.byteLength));
-    res.end(req.method === 'HEAD' ? undefined : lock.htmlBytes);
+  if (config.lockView === undefined || lock.viewFailed) {
+    sendBuiltInPage(req, res, lock);
     return;
   }
   renderView(req, config, snapshot, lock).then(
@@ -69,6 +67,21 @@ export function sendLockResponse(req: Request, res: Response, next: NextFunction
       res.setHeader('Content-Length', String(bytes.byteLength));
       res.end(req.method === 'HEAD' ? undefined : bytes);
     },
-    (error: unknown) => next(error),
+    (error: unknown) => {
+      // The host's view is user code: if it fails, people still get a lock page (never the
+      // protected content, never an error page), and the failure is logged once per verdict.
+      if (!lock.viewFailed)
+        config.logger.error(
+          `panel-license-guard: lockView '${config.lockView}' failed to render; serving the built-in lock page: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      lock.viewFailed = true;
+      sendBuiltInPage(req, res, lock);
+    },
   );
+}
+
+function sendBuiltInPage(req: Request, res: Response, lock: LockBodies): void {
+  res.setHeader('Content-Security-Policy', lock.csp);
+  res.setHeader('Content-Length', String(lock.htmlBytes.byteLength));
+  res.end(req.method === 'HEAD' ? undefined : lock.htmlBytes);
 }

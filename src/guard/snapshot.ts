@@ -37,6 +37,8 @@ export interface LockBodies {
   readonly csp: string;
   /** The host app's `lockView`, rendered on first use for this verdict and then reused. */
   renderedView?: string;
+  /** Set when `lockView` failed to render for this verdict: the built-in page is served instead. */
+  viewFailed?: boolean;
 }
 
 export const REASON_MAX = 300;

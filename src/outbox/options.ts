@@ -1,5 +1,6 @@
 // Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
 import type { ReleaseResponse } from '../client/license-response.js';
+import { isolateLogger } from '../logger.js';
 import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import type { OutboxLogger } from './events.js';
 import type { OutboxStore } from './store.js';
@@ -104,12 +105,12 @@ function resolveStoreSource(file: unknown, store: unknown): StoreSource {
 }
 
 function resolveLogger(value: unknown): OutboxLogger {
-  if (value === undefined) return console;
+  if (value === undefined) return isolateLogger(console);
   const logger = value as Partial<OutboxLogger> | null;
   if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {
     throw optionError('logger', 'must have `warn` and `error` methods', 'Pass `console`, a pino/winston logger, or leave it out.');
   }
-  return logger as OutboxLogger;
+  return isolateLogger(logger as OutboxLogger);
 }
 
 /** Validates everything up front: a misspelt or impossible option fails at start-up, not at 3 a.m. */
