@@ -117,3 +117,18 @@ export class InvalidReleaseError extends Error {
     this.field = field;
   }
 }
+
+/**
+ * Local state the guard refused to trust: `STATE_FILE_REJECTED` (a state file that is corrupt,
+ * unauthenticated, from another panel or claiming a future time) or `CLOCK_ROLLBACK` (the
+ * system clock is behind the latest time this panel has seen). Reported through 'error'; the
+ * panel then waits for a verified verdict instead of resuming grace.
+ */
+export class LocalStateError extends Error {
+  override name = 'LocalStateError';
+  readonly code: 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK';
+  constructor(code: 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK', message: string) {
+    super(message);
+    this.code = code;
+  }
+}

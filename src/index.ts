@@ -7,6 +7,7 @@ export {
   AuthenticationError,
   HttpStatusError,
   InvalidReleaseError,
+  LocalStateError,
   MalformedResponseError,
   MethodNotAllowedError,
   MotherError,

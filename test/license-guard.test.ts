@@ -357,10 +357,10 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const errors: Error[] = [];
       guard.on('error', (e) => errors.push(e as Error));
       expect(await guard.start()).toBe('active');
-      expect(errors[0]?.message).toMatch(/corrupt and was ignored/);
+      expect(errors[0]?.message).toMatch(/is corrupt and was ignored/);
       // The verdict is written in the background after the first check; the corrupt file was 21 bytes.
       await waitFor(() => readFileSync(stateFile, 'utf8').length > 50, 'the rewrite');
-      expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ version: 1 });
+      expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ version: 2, mac: expect.stringMatching(/^[0-9a-f]{64}$/) });
     });
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { daysLeft, graceDeadline, type LicenseEvent, type LicenseState, transition } from '../src/guard/license-state.js';
+import { daysLeft, type LicenseEvent, type LicenseState, transition } from '../src/guard/license-state.js';
 
 describe('transition()', () => {
   const table: [LicenseState, LicenseEvent, LicenseState][] = [
@@ -22,13 +22,6 @@ describe('transition()', () => {
   it('never unlocks without a verified active verdict', () => {
     for (const event of ['check-failed', 'grace-ended', 'verified-inactive'] as const) expect(transition('locked', event)).toBe('locked');
   });
-});
-
-describe('graceDeadline()', () => {
-  const at = Date.UTC(2030, 0, 1, 12);
-  it('is lastSuccessAt plus the grace period', () => expect(graceDeadline(at, 1000, undefined)).toBe(at + 1000));
-  it('never passes the end of the expiry day', () => expect(graceDeadline(at, 72 * 3600_000, '2030-01-02')).toBe(Date.UTC(2030, 0, 3)));
-  it('ignores a malformed expiry', () => expect(graceDeadline(at, 1000, 'soon')).toBe(at + 1000));
 });
 
 describe('daysLeft()', () => {

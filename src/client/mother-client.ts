@@ -1,7 +1,16 @@
 // The mother API client: both contract operations, signed, hardened, skew-corrected.
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { inspect } from 'node:util';
-import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNotAllowedError, type MotherError, ServerValidationError } from '../errors.js';
+import {
+  AuthenticationError,
+  HttpStatusError,
+  MalformedResponseError,
+  MethodNotAllowedError,
+  type MotherError,
+  ServerValidationError,
+  TimeoutError,
+} from '../errors.js';
 import { endpointUrl, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { assertCredentials, signRequest } from '../signing.js';
@@ -47,8 +56,14 @@ export interface MotherClient {
   readonly baseUrl: string;
   /** A stable, non-reversible id of this panel at this mother (hash of base URL and key). */
   readonly panelId: string;
-  /** The request timeout in ms: the longest one call can take (the outbox sizes leases by it). */
+  /** The longest one call can take, in ms, retries included (the outbox sizes leases by it). */
   readonly timeoutMs: number;
+  /**
+   * HMAC-SHA256 (hex) of `data` under a key derived from the API secret for `purpose`. It
+   * authenticates state this package keeps outside the process (the guard's `stateFile`); it is
+   * never sent, and the secret cannot be recovered from it.
+   */
+  localMac(purpose: string, data: string): string;
 }
 
 const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
@@ -112,18 +127,27 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   const clock = createSkewClock(nowMs);
   const licenseUrl = endpointUrl(base, 'license.php');
   const releaseUrl = endpointUrl(base, 'release.php');
+  // One derived key per purpose, so a MAC made for one use is worthless for another.
+  const localKeys = new Map<string, Buffer>();
 
-  /** Signs and sends; on a 401 whose Date shows our clock far off, corrects it and retries once. */
+  /**
+   * Signs and sends; on a 401 whose Date shows our clock far off, corrects it and retries once.
+   * Both attempts share one `timeoutMs` budget (measured on the monotonic clock), so a call never
+   * outlives `timeoutMs`: the outbox relies on that to keep every push inside its lease.
+   */
   async function send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
     const bytes = body === '' ? EMPTY : Buffer.from(body, 'utf8');
+    const deadline = performance.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
+      const budgetMs = Math.floor(deadline - performance.now());
+      if (budgetMs <= 0) throw new TimeoutError(timeoutMs);
       const headers: Record<string, string> = {
         ...signRequest({ apiKey, apiSecret, body: bytes, timestamp: clock.nowSeconds() }),
         Accept: 'application/json',
         'User-Agent': USER_AGENT,
       };
       if (bytes.byteLength > 0) headers['Content-Type'] = 'application/json';
-      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs, maxResponseBytes, nowMs, signal });
+      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs: budgetMs, maxResponseBytes, nowMs, signal });
       if (raw.status >= 200 && raw.status < 300) return raw;
       if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
       throw errorFor(raw, nowMs());
@@ -150,6 +174,14 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
     },
     pushSerializedRelease,
     clockOffsetMs: () => clock.offsetMs(),
+    localMac(purpose, data) {
+      let key = localKeys.get(purpose);
+      if (key === undefined) {
+        key = createHmac('sha256', apiSecret).update(`panel-license-guard local state: ${purpose}`).digest();
+        localKeys.set(purpose, key);
+      }
+      return createHmac('sha256', key).update(data, 'utf8').digest('hex');
+    },
   };
   // The secret lives only in this closure, but say so explicitly for inspect/JSON as well.
   Object.defineProperty(client, inspect.custom, { value: () => `MotherClient { baseUrl: '${client.baseUrl}' }` });

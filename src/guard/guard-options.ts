@@ -71,6 +71,8 @@ export interface GuardConfig {
   retryMaxMs: number;
   startupTimeoutMs: number;
   stateFile: string | undefined;
+  /** Authenticates the state file (keyed from the API secret); set whenever `stateFile` is. */
+  stateMac: ((data: string) => string) | undefined;
   lockStatus: number;
   retryAfterSeconds: number;
   lockView: string | undefined;
@@ -171,6 +173,9 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const retryMaxMs = positiveInteger('retryMaxMs', options.retryMaxMs, 300_000);
   if (retryMaxMs < retryBaseMs)
     throw optionError('retryMaxMs', `(${retryMaxMs}) is below \`retryBaseMs\` (${retryBaseMs})`, 'Raise `retryMaxMs` or lower `retryBaseMs`.');
+  const stateFile = optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".');
+  if (stateFile !== undefined && typeof client.localMac !== 'function')
+    throw optionError('client', 'has no `localMac()` method, which `stateFile` needs to authenticate the file', 'Pass a client from createMotherClient().');
   return {
     client,
     panelKey: client.panelId,
@@ -180,7 +185,8 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     retryBaseMs,
     retryMaxMs,
     startupTimeoutMs: positiveInteger('startupTimeoutMs', options.startupTimeoutMs, 5000, 0),
-    stateFile: optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".'),
+    stateFile,
+    stateMac: stateFile === undefined ? undefined : (data) => client.localMac('state-file', data),
     lockStatus,
     retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300),
     lockView: optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'),

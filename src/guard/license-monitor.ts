@@ -2,8 +2,10 @@
 import { EventEmitter } from 'node:events';
 import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
+import { LocalStateError } from '../errors.js';
+import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
-import { graceDeadline, type LicenseEvent, type LicenseState, transition } from './license-state.js';
+import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
 import { buildSnapshot, type GuardSnapshot } from './snapshot.js';
 import { readStateFile, type StoredVerdict, writeStateFile } from './state-file.js';
 
@@ -36,12 +38,15 @@ export class LicenseMonitor extends EventEmitter {
   private graceTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
   private closed = false;
+  private rollbackReported = false;
+  readonly clock: GraceClock;
   lastCheckAt: number | null = null;
   lastFailure: unknown = null;
 
   constructor(config: GuardConfig) {
     super();
     this.config = config;
+    this.clock = new GraceClock(config.now, () => config.client.clockOffsetMs());
     this.initial = this.entryFor('pending', undefined, null, null, null);
     this.cache.set(config.panelKey, this.initial);
   }
@@ -50,34 +55,64 @@ export class LicenseMonitor extends EventEmitter {
     return this.cache.get(this.config.panelKey) ?? this.initial;
   }
 
-  graceEndsAt(): number | null {
+  /** Grace left for the current verdict, in ms (≤ 0: run out); null outside `grace`. */
+  private graceRemainingMs(): number | null {
     const { verdict, lastSuccessAt, state } = this.entry;
     if (state !== 'grace' || lastSuccessAt === null) return null;
-    return graceDeadline(lastSuccessAt, this.config.gracePeriodMs, verdict?.panel.expires_at);
+    return this.remainingFor(verdict, lastSuccessAt);
+  }
+
+  private remainingFor(verdict: LicenseResponse | undefined, lastSuccessAt: number): number {
+    return this.clock.remainingMs({
+      lastSuccessAt,
+      gracePeriodMs: this.config.gracePeriodMs,
+      serverTime: verdict?.server_time ?? null,
+      expiresAt: verdict?.panel.expires_at,
+    });
+  }
+
+  graceEndsAt(): number | null {
+    const remaining = this.graceRemainingMs();
+    return remaining === null ? null : this.config.now() + Math.max(0, remaining);
   }
 
   /**
    * Restores the last verified verdict from `stateFile`. An inactive one locks; an active one
-   * resumes in grace, unless its grace has already run out (then the panel waits for a check).
-   * A bad file is reported, never fatal.
+   * resumes in grace for what is left of it, unless that has run out or the clock is behind the
+   * latest time the file records (then the panel waits for a check). A bad file is reported,
+   * never fatal, and never trusted.
    */
   async restore(): Promise<void> {
-    const { stateFile } = this.config;
-    if (!stateFile || this.closed) return;
+    const { stateFile, stateMac } = this.config;
+    if (!stateFile || !stateMac || this.closed) return;
     let stored: StoredVerdict | null;
     try {
-      stored = await readStateFile(stateFile, this.config.panelKey);
+      stored = await readStateFile(stateFile, this.config.panelKey, stateMac);
     } catch (error) {
       this.report(error);
       return;
     }
     if (!stored || this.closed || this.entry.state !== 'pending') return;
-    const { verdict, lastSuccessAt } = stored;
+    const { verdict, lastSuccessAt, savedAt } = stored;
     if (!verdict.active) {
+      // Locking is always safe, whatever the clock says.
       this.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
       return;
     }
-    if (this.config.now() < graceDeadline(lastSuccessAt, this.config.gracePeriodMs, verdict.panel.expires_at)) {
+    const now = this.clock.now();
+    const latest = Math.max(savedAt, lastSuccessAt);
+    if (latest > now + CLOCK_TOLERANCE_MS) {
+      this.report(
+        new LocalStateError(
+          'CLOCK_ROLLBACK',
+          `The system clock (${new Date(now).toISOString()}) is behind the time stateFile ${stateFile} recorded (${new Date(latest).toISOString()}); the stored verdict was not resumed. Fix the clock; the next successful check unlocks.`,
+        ),
+      );
+      return;
+    }
+    this.clock.seen(latest);
+    this.clock.anchor(lastSuccessAt);
+    if (this.remainingFor(verdict, lastSuccessAt) > 0) {
       this.move('restored-active', verdict, lastSuccessAt, null);
       this.checkGraceEnd();
     }
@@ -88,40 +123,67 @@ export class LicenseMonitor extends EventEmitter {
     if (this.closed) return;
     this.lastCheckAt = at;
     this.lastFailure = null;
+    this.clock.anchor(at);
     const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
     this.move(event, verdict, at, verdict.active ? null : (verdict.reason ?? 'The license is inactive.'));
-    const { stateFile, panelKey } = this.config;
-    // Written in the background, one after another: requests waiting for the first verdict do
-    // not wait for the disk, and an older verdict never overwrites a newer one.
-    if (stateFile)
-      this.writes = this.writes.then(() => writeStateFile(stateFile, panelKey, { verdict, lastSuccessAt: at })).catch((e: unknown) => this.report(e));
+    this.persist();
   }
 
   checkFailed(error: unknown, at: number): void {
     if (this.closed) return;
     this.lastCheckAt = at;
     this.lastFailure = error;
-    this.report(error);
     const { verdict, lastSuccessAt, reason } = this.entry;
+    // State first, report second: nothing a listener or logger does can skip the transition.
     this.move('check-failed', verdict, lastSuccessAt, reason);
     this.checkGraceEnd();
+    this.report(error);
+    // Keeps the file's clock high-water mark current during an outage, so a restart with the
+    // clock set back is recognised.
+    this.persist();
+  }
+
+  /**
+   * Writes the current verdict in the background, one write after another: requests waiting
+   * for the first verdict do not wait for the disk, and an older verdict never overwrites a
+   * newer one.
+   */
+  private persist(): void {
+    const { stateFile, stateMac, panelKey } = this.config;
+    const { verdict, lastSuccessAt } = this.entry;
+    if (!stateFile || !stateMac || verdict === undefined || lastSuccessAt === null) return;
+    const stored = { verdict, lastSuccessAt: Math.floor(lastSuccessAt), savedAt: Math.floor(this.clock.latestSeen()) };
+    this.writes = this.writes.then(() => writeStateFile(stateFile, panelKey, stateMac, stored)).catch((e: unknown) => this.report(e));
   }
 
   /** Locks when the grace period (or the license's expiry day) has passed while failing. */
   checkGraceEnd(): void {
-    const deadline = this.graceEndsAt();
-    if (deadline === null || this.closed) return;
+    const remaining = this.graceRemainingMs();
+    if (remaining === null || this.closed) return;
+    this.reportRollback();
     const { verdict, lastSuccessAt } = this.entry;
-    const now = this.config.now();
-    if (now >= deadline) {
+    if (remaining <= 0) {
       const since = lastSuccessAt === null ? 'start-up' : new Date(lastSuccessAt).toISOString();
       this.move('grace-ended', verdict, lastSuccessAt, `The license could not be verified since ${since}.`);
       return;
     }
     if (this.graceTimer) clearTimeout(this.graceTimer);
-    // The timer only triggers an evaluation; the decision above uses the injected clock.
-    this.graceTimer = setTimeout(() => this.checkGraceEnd(), Math.min(deadline - now + 10, 2 ** 31 - 1));
+    // The timer only triggers an evaluation; the decision above uses the grace clock.
+    this.graceTimer = setTimeout(() => this.checkGraceEnd(), Math.min(remaining + 10, 2 ** 31 - 1));
     this.graceTimer.unref();
+  }
+
+  /** Says once that the wall clock went back: grace is unaffected, but an operator should know. */
+  private reportRollback(): void {
+    const back = this.clock.rolledBackMs();
+    if (back <= CLOCK_TOLERANCE_MS || this.rollbackReported) return;
+    this.rollbackReported = true;
+    this.report(
+      new LocalStateError(
+        'CLOCK_ROLLBACK',
+        `The system clock went back by ${Math.round(back / 1000)} s; grace is measured on the monotonic clock and is not extended.`,
+      ),
+    );
   }
 
   /** After close() nothing changes state, writes the file or fires an event any more. */

@@ -28,16 +28,6 @@ export function transition(state: LicenseState, event: LicenseEvent): LicenseSta
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/**
- * When the last good verdict stops standing: `gracePeriodMs` after the last successful check,
- * and never past the end (UTC) of the license's `expires_at` day.
- */
-export function graceDeadline(lastSuccessAt: number, gracePeriodMs: number, expiresAt: string | undefined): number {
-  const byGrace = lastSuccessAt + gracePeriodMs;
-  const expiryDay = parseIsoDate(expiresAt);
-  return expiryDay === null ? byGrace : Math.min(byGrace, expiryDay + DAY_MS);
-}
-
 /** Whole days from `now` until the end of `expiresAt` (UTC), or null when unknown. */
 export function daysLeft(expiresAt: string | undefined, now: number): number | null {
   const expiryDay = parseIsoDate(expiresAt);

@@ -1,51 +1,76 @@
-// Persists the last verified verdict so a restart during an outage keeps the panel's state.
-import { randomBytes } from 'node:crypto';
+// Persists the last verified verdict, authenticated, so a restart during an outage keeps the panel's state.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { type LicenseResponse, licenseResponseSchema } from '../client/license-response.js';
+import { LocalStateError } from '../errors.js';
 
 export interface StoredVerdict {
   verdict: LicenseResponse;
   /** When that verdict was received (local ms); grace is measured from here. */
   lastSuccessAt: number;
+  /** The latest wall time this panel had seen when the file was written (clock high-water mark). */
+  savedAt: number;
 }
 
-const fileSchema = z.object({
-  version: z.literal(1),
+/** HMAC-SHA256 (hex) under a key derived from the panel's API secret (`MotherClient.localMac`). */
+export type Mac = (data: string) => string;
+
+const VERSION = 2;
+const payloadSchema = z.object({
+  version: z.literal(VERSION),
   panel: z.string(),
+  savedAt: z.number().int().nonnegative(),
   lastSuccessAt: z.number().int().nonnegative(),
   verdict: licenseResponseSchema,
 });
 
+const rejected = (file: string, why: string) =>
+  new LocalStateError('STATE_FILE_REJECTED', `stateFile ${file} ${why} and was ignored; it will be rewritten after the next successful check.`);
+
+function macMatches(expected: string, given: unknown): boolean {
+  if (typeof given !== 'string' || given.length !== expected.length) return false;
+  return timingSafeEqual(Buffer.from(expected), Buffer.from(given));
+}
+
 /**
- * Reads the file; `panelId` (a hash of base URL and key) makes sure a file from another panel
- * is never trusted. Returns null when the file does not exist.
- * Throws a readable Error when it is corrupt.
+ * Reads the file. It is trusted only when its MAC verifies (keyed from the API secret, over
+ * every stored field) and it names this panel (`panelId`: a hash of base URL and key).
+ * Returns null when the file does not exist; throws a LocalStateError otherwise.
  */
-export async function readStateFile(file: string, panelId: string): Promise<StoredVerdict | null> {
+export async function readStateFile(file: string, panelId: string, mac: Mac): Promise<StoredVerdict | null> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new Error(`Cannot read stateFile ${file}: ${(error as Error).message}`);
+    throw rejected(file, `could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
-  let parsed: z.output<typeof fileSchema>;
+  let raw: Record<string, unknown>;
   try {
-    parsed = fileSchema.parse(JSON.parse(text));
+    raw = JSON.parse(text) as Record<string, unknown>;
+    if (typeof raw !== 'object' || raw === null) throw new Error('not an object');
   } catch {
-    throw new Error(`stateFile ${file} is corrupt and was ignored; it will be rewritten after the next successful check.`);
+    throw rejected(file, 'is corrupt');
   }
-  if (parsed.panel !== panelId) throw new Error(`stateFile ${file} belongs to another panel or mother and was ignored.`);
-  return { verdict: parsed.verdict, lastSuccessAt: parsed.lastSuccessAt };
+  if (raw.version !== VERSION) throw rejected(file, `has format version ${JSON.stringify(raw.version)}, not ${VERSION} (unauthenticated)`);
+  const { mac: given, ...payload } = raw;
+  // Re-serialized exactly as written (JSON.stringify keeps key order), then authenticated.
+  if (!macMatches(mac(JSON.stringify(payload)), given)) throw rejected(file, 'does not verify (edited, or written with another API secret)');
+  const parsed = payloadSchema.safeParse(payload);
+  if (!parsed.success) throw rejected(file, 'is corrupt');
+  if (parsed.data.panel !== panelId) throw rejected(file, 'belongs to another panel or mother');
+  const { verdict, lastSuccessAt, savedAt } = parsed.data;
+  return { verdict, lastSuccessAt, savedAt };
 }
 
 /** Writes atomically: a temp file (mode 0600) renamed over the old one, so a crash leaves either. */
-export async function writeStateFile(file: string, panelId: string, stored: StoredVerdict): Promise<void> {
+export async function writeStateFile(file: string, panelId: string, mac: Mac, stored: StoredVerdict): Promise<void> {
   await mkdir(dirname(file), { recursive: true });
   const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  const body = JSON.stringify({ version: 1, panel: panelId, lastSuccessAt: stored.lastSuccessAt, verdict: stored.verdict });
+  const payload = { version: VERSION, panel: panelId, savedAt: stored.savedAt, lastSuccessAt: stored.lastSuccessAt, verdict: stored.verdict };
+  const body = JSON.stringify({ ...payload, mac: mac(JSON.stringify(payload)) });
   try {
     await writeFile(temp, body, { mode: 0o600, flush: true });
     await rename(temp, file);
