@@ -20,8 +20,11 @@ describe('classifyFailure()', () => {
     ['a 408', new HttpStatusError(408, 'x'), { action: 'retry', retryAfterMs: undefined }],
     ['a 429 with Retry-After', new HttpStatusError(429, 'x', 3000), { action: 'retry', retryAfterMs: 3000 }],
     ['a 503', new HttpStatusError(503, 'x'), { action: 'retry', retryAfterMs: undefined }],
-    ['a malformed answer', new MalformedResponseError('x', 200), { action: 'retry', retryAfterMs: undefined }],
-    ['an oversized answer', new ResponseTooLargeError(10, 200), { action: 'retry', retryAfterMs: undefined }],
+    ['a malformed 502 answer', new MalformedResponseError('x', 502), { action: 'retry', retryAfterMs: undefined }],
+    ['an oversized 500 answer', new ResponseTooLargeError(10, 500), { action: 'retry', retryAfterMs: undefined }],
+    // A 2xx means the mother stored the release: resending it would duplicate it.
+    ['a malformed 2xx answer', new MalformedResponseError('x', 200), { action: 'accepted' }],
+    ['an oversized 201 answer', new ResponseTooLargeError(10, 201), { action: 'accepted' }],
     ['a 401', new AuthenticationError('x'), { action: 'auth' }],
     ['a 422', new ServerValidationError('Missing release title.'), { action: 'dead' }],
     ['a 405', new MethodNotAllowedError('x'), { action: 'dead' }],

@@ -41,7 +41,7 @@ function startChild(mode: string, env: Record<string, string | number>): Child {
       MOTHER_API_KEY: API_KEY,
       MOTHER_API_SECRET: API_SECRET,
       OUTBOX_CONCURRENCY: '4',
-      OUTBOX_LEASE_MS: '1500',
+      OUTBOX_LEASE_MS: '5600',
       ...Object.fromEntries(Object.entries(env).map(([key, value]) => [key, String(value)])),
     },
     stdio: ['pipe', 'pipe', 'pipe'],

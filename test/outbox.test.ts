@@ -74,7 +74,12 @@ describe('createReleaseOutbox()', () => {
       [
         'a lease shorter than a push',
         { client: { ...client, timeoutMs: 10_000 }, file: ':memory:', leaseMs: 5000 },
-        /`leaseMs` \(5000\) must exceed the client's `timeoutMs` \(10000\)/,
+        /`leaseMs` \(5000\) must exceed the client's `timeoutMs` \(10000\) by at least 5000 ms/,
+      ],
+      [
+        'a lease that leaves no time to record the outcome',
+        { client: { ...client, timeoutMs: 1000 }, file: ':memory:', leaseMs: 1500 },
+        /`leaseMs` \(1500\) must exceed the client's `timeoutMs` \(1000\) by at least 5000 ms.*Set `leaseMs` to 6000 or more/,
       ],
     ];
     for (const [what, options, message] of cases) {
@@ -105,7 +110,9 @@ describe('createReleaseOutbox()', () => {
       await drained(outbox);
       const received = emulator.releases[0];
       expect(received?.release).toEqual({ title: 'Café 🎵', isrc: 'USRC17607839', remote_track_id: 'trk-1' });
-      expect(events.delivered).toEqual([{ id: 1, remoteTrackId: 'trk-1', releaseId: received?.releaseId, attempts: 1, superseded: false }]);
+      expect(events.delivered).toEqual([
+        { id: 1, remoteTrackId: 'trk-1', releaseId: received?.releaseId, attempts: 1, superseded: false, unconfirmed: undefined },
+      ]);
       expect(await outbox.list()).toMatchObject([{ id: 1, state: 'delivered', releaseId: received?.releaseId, release: received?.release, leased: false }]);
     });
   });
@@ -128,7 +135,7 @@ describe('createReleaseOutbox()', () => {
       ['answers 502', { status: 502 }, {}, 'HTTP_STATUS'],
       ['answers 408', { status: 408 }, {}, 'HTTP_STATUS'],
       ['is too slow', { delayMs: 400 }, { timeoutMs: 100 }, 'TIMEOUT'],
-      ['cuts its JSON answer short', { truncateJson: true }, {}, 'MALFORMED_RESPONSE'],
+      ['cuts its JSON error answer short', { status: 502, truncateJson: true }, {}, 'HTTP_STATUS'],
     ];
     for (const [what, faults, client, code] of cases) {
       it(`retries with backoff when it ${what}, then delivers`, async () => {
@@ -164,7 +171,7 @@ describe('createReleaseOutbox()', () => {
     });
 
     it('sends again when the answer was lost after the mother stored the release (at-least-once)', async () => {
-      emulator.setFaults({ truncateJson: true });
+      emulator.setFaults({ dropAnswer: true });
       const outbox = outboxFor();
       const events = recordEvents(outbox);
       await outbox.enqueue({ title: 'Lost answer' });

@@ -130,6 +130,10 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
         return;
       }
       const id = state.recordRelease(apiKey, release as Record<string, unknown>, now());
+      if (faults.dropAnswer && (!faults.endpoint || faults.endpoint === endpoint)) {
+        res.socket?.destroy();
+        return;
+      }
       sendJson(res, faults, endpoint, faults.successStatus ?? 200, { ok: true, release_id: id });
     };
   }

@@ -28,6 +28,8 @@ export interface EmulatorFaults {
   delayMs?: number;
   /** Cut successful JSON answers in half. @default false */
   truncateJson?: boolean;
+  /** Store the release, then close the connection without answering: a lost answer. @default false */
+  dropAnswer?: boolean;
   /** Redirect every request to this URL with a 302. @default undefined */
   redirectTo?: string | undefined;
   /** Replace the license answer with this JSON value, or send a string as a 200 HTML body (malformed-answer tests). @default undefined */

@@ -4,8 +4,17 @@
 export interface DeliveredEvent {
   id: number;
   remoteTrackId: string | undefined;
-  /** The mother's `release_id`. */
-  releaseId: number;
+  /**
+   * The mother's `release_id`; undefined when it answered 2xx with a body that could not be read
+   * (see `unconfirmed`).
+   */
+  releaseId: number | undefined;
+  /**
+   * Set when the mother answered 2xx but the body was not a valid `{ ok, release_id }` (or could
+   * not be read in full): a 2xx means the mother accepted the push, so the release is recorded
+   * as delivered without a `release_id` and never sent again automatically. Says why.
+   */
+  unconfirmed: string | undefined;
   /** Attempts it took, this one included. */
   attempts: number;
   /**
@@ -87,6 +96,8 @@ export function createOutboxEmitter(logger: OutboxLogger): OutboxEmitter {
         // A dead release or a rejected key must not go unnoticed just because nobody subscribed.
         if (event === 'error') logger.error(`${PREFIX} ${(payload as OutboxErrorEvent).error.message}`);
         if (event === 'dead') logger.warn(`${PREFIX} release #${(payload as DeadEvent).id} is dead: ${(payload as DeadEvent).message}`);
+        const { unconfirmed, id } = payload as Partial<DeliveredEvent>;
+        if (event === 'delivered' && unconfirmed) logger.warn(`${PREFIX} release #${id} recorded as delivered without a release_id: ${unconfirmed}`);
         return;
       }
       for (const listener of [...set]) {

@@ -1,6 +1,8 @@
 // Decides what a failed push means for its row: retry with backoff, retry slowly (credentials), or give up.
 
 export type FailureAction =
+  /** The mother answered 2xx but its body was unusable: it accepted the release; never resend. */
+  | { action: 'accepted' }
   /** The same bytes may succeed later: outage, timeout, 408/425/429/5xx, a malformed answer. */
   | { action: 'retry'; retryAfterMs: number | undefined }
   /** 401: our key, secret or clock is wrong. Nothing is wrong with the release, so it is never dropped. */
@@ -15,6 +17,7 @@ const DEAD_CODES = new Set(['VALIDATION_FAILED', 'METHOD_NOT_ALLOWED', 'REDIRECT
 
 interface ErrorFacts {
   code?: unknown;
+  status?: unknown;
   retryable?: unknown;
   retryAfterMs?: unknown;
 }
@@ -26,6 +29,8 @@ interface ErrorFacts {
 export function classifyFailure(error: unknown): FailureAction {
   const facts: ErrorFacts = typeof error === 'object' && error !== null ? (error as ErrorFacts) : {};
   const code = typeof facts.code === 'string' ? facts.code : undefined;
+  // A 2xx means the mother stored it, whatever the body looked like: resending would duplicate.
+  if (typeof facts.status === 'number' && facts.status >= 200 && facts.status < 300) return { action: 'accepted' };
   if (code !== undefined && SLOW_RETRY_CODES.has(code)) return { action: 'auth' };
   if (code !== undefined && DEAD_CODES.has(code)) return { action: 'dead' };
   // Any other refusal the client marks final (400, 404, 413…): the request itself is wrong.

@@ -39,12 +39,12 @@ export function createMemoryOutboxStore(): OutboxStore {
   return {
     enqueue(row, nowMs) {
       let newestPending: MemoryRow | undefined;
-      let latestDelivered: (MemoryRow & { releaseId: number }) | undefined;
+      let latestDelivered: MemoryRow | undefined;
       if (row.remoteTrackId !== undefined) {
         for (const candidate of rowsOfTrack(row.remoteTrackId)) {
           if (candidate.state === 'pending') newestPending = candidate;
-          if (candidate.state === 'delivered' && candidate.releaseId !== undefined && (candidate.deliveredSeq ?? 0) > (latestDelivered?.deliveredSeq ?? -1)) {
-            latestDelivered = candidate as MemoryRow & { releaseId: number };
+          if (candidate.state === 'delivered' && (candidate.deliveredSeq ?? 0) > (latestDelivered?.deliveredSeq ?? -1)) {
+            latestDelivered = candidate;
           }
         }
       }

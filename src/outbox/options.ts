@@ -9,7 +9,7 @@ import type { OutboxStore } from './store.js';
 export interface ReleaseSender {
   /** Sends these exact bytes; resolves with `{ ok: true, release_id }` or throws a `MotherError`. */
   pushSerializedRelease(body: string): Promise<ReleaseResponse>;
-  /** The longest a push can take; `leaseMs` must exceed it (a `MotherClient` has it). */
+  /** The longest a push can take, retries included; `leaseMs` must exceed it by `LEASE_MARGIN_MS` (a `MotherClient` has it). */
   readonly timeoutMs?: number;
 }
 
@@ -34,7 +34,8 @@ export interface ReleaseOutboxOptions {
   authRetryDelayMs?: number;
   /**
    * How long a claimed release is reserved for this process. Another process (or this one after a
-   * crash) may send it again once the lease ends, so keep it well above the client's `timeoutMs`.
+   * crash) may send it again once the lease ends, so it must cover the longest push (the client's
+   * `timeoutMs`, which bounds its retries too) plus 5 s to record the outcome.
    * @default 60000
    */
   leaseMs?: number;
@@ -82,6 +83,9 @@ const KNOWN = [
   'autoStart',
   'logger',
 ] as const;
+
+/** Time a lease must leave after the longest push, to record its outcome (SQLite's busy timeout). */
+export const LEASE_MARGIN_MS = 5000;
 
 const STORE_METHODS = ['enqueue', 'claimDue', 'settle', 'counts', 'list', 'requeueDead', 'close'] as const;
 const MAX_CONCURRENCY = 64;
@@ -137,13 +141,13 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
   }
   const leaseMs = positiveInteger('leaseMs', options.leaseMs, 60_000);
   const pushTimeoutMs = (client as ReleaseSender).timeoutMs;
-  // A lease that can run out while its push is still in flight would let a second worker send
-  // the same release: keep every push shorter than its lease.
-  if (pushTimeoutMs !== undefined && leaseMs <= pushTimeoutMs) {
+  // A lease that can run out while its push is still in flight (or before its outcome is
+  // recorded) would let a second worker send the same release: the lease must cover both.
+  if (pushTimeoutMs !== undefined && leaseMs < pushTimeoutMs + LEASE_MARGIN_MS) {
     throw optionError(
       'leaseMs',
-      `(${leaseMs}) must exceed the client's \`timeoutMs\` (${pushTimeoutMs})`,
-      "Raise `leaseMs` or lower the client's `timeoutMs`.",
+      `(${leaseMs}) must exceed the client's \`timeoutMs\` (${pushTimeoutMs}) by at least ${LEASE_MARGIN_MS} ms, the time allowed to record the outcome`,
+      `Set \`leaseMs\` to ${pushTimeoutMs + LEASE_MARGIN_MS} or more, or lower the client's \`timeoutMs\`.`,
     );
   }
   return {

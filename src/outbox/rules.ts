@@ -6,7 +6,7 @@ export type EnqueuePlan =
   | { action: 'insert' }
   | { action: 'replace-pending'; id: number }
   | { action: 'keep-pending'; id: number }
-  | { action: 'already-delivered'; id: number; releaseId: number };
+  | { action: 'already-delivered'; id: number; releaseId: number | undefined };
 
 interface ContentOf {
   id: number;
@@ -23,7 +23,7 @@ interface ContentOf {
 export function planEnqueue(
   row: NewOutboxRow,
   newestPending: ContentOf | undefined,
-  latestDelivered: (ContentOf & { releaseId: number }) | undefined,
+  latestDelivered: (ContentOf & { releaseId: number | undefined }) | undefined,
 ): EnqueuePlan {
   if (row.remoteTrackId === undefined) return { action: 'insert' };
   if (newestPending) {
@@ -71,7 +71,7 @@ export interface RowUpdate {
 export interface DeliveredHistory {
   body: string;
   contentHash: string;
-  releaseId: number;
+  releaseId: number | undefined;
   attempts: number;
 }
 
@@ -109,7 +109,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
         state: 'delivered',
         attempts,
         nextAttemptAt: current.nextAttemptAt,
-        lastError: undefined,
+        lastError: outcome.note,
         releaseId: outcome.releaseId,
         deliveredAt: nowMs,
       };

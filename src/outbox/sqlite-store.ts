@@ -44,7 +44,7 @@ const NEXT_DELIVERED_SEQ = '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FRO
 const SQL = {
   newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
   latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId FROM release_outbox
-    WHERE remote_track_id = ? AND state = 'delivered' AND release_id IS NOT NULL ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
+    WHERE remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
   replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
   insertPending: `INSERT INTO release_outbox (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
     VALUES (@remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
@@ -152,8 +152,9 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   const enqueue = db.transaction((row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
     const track = row.remoteTrackId;
     const newestPending = track === undefined ? undefined : (statements.newestPending.get(track) as { id: number; contentHash: string } | undefined);
-    const latestDelivered =
-      track === undefined ? undefined : (statements.latestDelivered.get(track) as { id: number; contentHash: string; releaseId: number } | undefined);
+    const delivered =
+      track === undefined ? undefined : (statements.latestDelivered.get(track) as { id: number; contentHash: string; releaseId: number | null } | undefined);
+    const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId) };
     const plan = planEnqueue(row, newestPending, latestDelivered);
     if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
     const inserted =
@@ -178,7 +179,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       | undefined;
     const plan = planSettle(snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner) }, claim, owner, outcome, now);
     const remoteTrackId = orNull(claim.remoteTrackId);
-    if (plan.history) statements.insertDelivered.run({ ...plan.history, remoteTrackId, now });
+    if (plan.history) statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), remoteTrackId, now });
     if (plan.update) {
       const { lastError, releaseId, deliveredAt, ...rest } = plan.update;
       statements.update.run({

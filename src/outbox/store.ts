@@ -56,7 +56,11 @@ export interface ClaimRequest {
 
 /** What happened to one attempt, as the worker reports it to the store. */
 export type DeliveryOutcome =
-  | { kind: 'delivered'; releaseId: number }
+  /**
+   * The mother accepted the release. `releaseId` is undefined when it answered 2xx with a body
+   * we could not read; `note` then says why (kept as the row's `lastError`).
+   */
+  | { kind: 'delivered'; releaseId: number | undefined; note?: string }
   | { kind: 'retry'; nextAttemptAt: number; error: string }
   | { kind: 'dead'; error: string };
 

@@ -42,6 +42,8 @@ interface Attempt {
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, client, events, owner, now } = config;
   const inFlight = new Set<Promise<void>>();
+  /** Ids of the rows being sent by this worker: never claimed and sent a second time. */
+  const sending = new Set<number>();
   let running = false;
   let pumping = false;
   let pumpAgain = false;
@@ -104,13 +106,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       } catch (error) {
         return reportError(error, undefined);
       }
-      for (const row of batch) startDelivery(row);
-      if (batch.length < free) return;
+      // A row whose lease looks expired because the wall clock jumped forward may come back while
+      // this worker is still sending it; the store now leases it to us again, and we skip it.
+      const fresh = batch.filter((row) => !sending.has(row.id));
+      for (const row of fresh) startDelivery(row);
+      if (batch.length < free || fresh.length === 0) return;
     }
   }
 
   function startDelivery(row: ClaimedRow): void {
+    sending.add(row.id);
     const delivery: Promise<void> = deliver(row).finally(() => {
+      sending.delete(row.id);
       inFlight.delete(delivery);
       config.onProgress();
       kick();
@@ -122,7 +129,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     holdUntil = Math.max(holdUntil, atMs);
   }
 
-  function afterFailure(action: FailureAction, attempts: number, error: Error): Attempt {
+  function afterFailure(action: Exclude<FailureAction, { action: 'accepted' }>, attempts: number, error: Error): Attempt {
     const nowMs = now();
     const reason = error.message;
     if (action.action === 'dead') {
@@ -146,17 +153,25 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   async function attempt(row: ClaimedRow): Promise<Attempt> {
     const attempts = row.attempts + 1;
+    let releaseId: unknown;
     try {
       const answer = await client.pushSerializedRelease(row.body);
-      const releaseId: unknown = (answer as { release_id?: unknown } | undefined)?.release_id;
-      if (typeof releaseId !== 'number' || !Number.isInteger(releaseId)) {
-        throw new Error('The client resolved without an integer `release_id`; the attempt counts as failed.');
-      }
-      consecutiveFailures = 0;
-      return { outcome: { kind: 'delivered', releaseId }, error: undefined, delayMs: 0, credentialsRejected: false };
+      releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
     } catch (error) {
-      return afterFailure(classifyFailure(error), attempts, asError(error));
+      const action = classifyFailure(error);
+      if (action.action !== 'accepted') return afterFailure(action, attempts, asError(error));
+      return accepted(undefined, `The mother accepted the release but its answer was unusable: ${asError(error).message}`);
     }
+    // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
+    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(releaseId, undefined);
+    return accepted(undefined, 'The client resolved without an integer `release_id`; the release is recorded as delivered without one.');
+  }
+
+  /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
+  function accepted(releaseId: number | undefined, note: string | undefined): Attempt {
+    consecutiveFailures = 0;
+    const outcome: DeliveryOutcome = note === undefined ? { kind: 'delivered', releaseId } : { kind: 'delivered', releaseId, note };
+    return { outcome, error: undefined, delayMs: 0, credentialsRejected: false };
   }
 
   async function deliver(row: ClaimedRow): Promise<void> {
@@ -172,7 +187,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     const { id, remoteTrackId } = row;
     const attempts = row.attempts + 1;
     if (outcome.kind === 'delivered') {
-      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, superseded: result === 'superseded' });
+      const unconfirmed = outcome.note;
+      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, superseded: result === 'superseded', unconfirmed });
       return;
     }
     const failure = error ?? new Error(outcome.error);

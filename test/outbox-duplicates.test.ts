@@ -1,0 +1,80 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import type { DeliveredEvent } from '../src/outbox/events.js';
+import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
+import { clientFor, failure, startEmulator, waitFor } from './helpers.js';
+
+// Duplicates outside the stated guarantee (no crash, no lost answer) must be impossible.
+let emulator: MotherEmulator;
+beforeAll(async () => {
+  emulator = await startEmulator();
+});
+afterAll(() => emulator.close());
+const opened: ReleaseOutbox[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((outbox) => outbox.close()));
+  emulator.setFaults({});
+  emulator.reset();
+});
+
+const titles = () => emulator.releases.map((r) => r.release.title).sort();
+
+describe('the release outbox', () => {
+  it('never claims a release it is still sending, even when the wall clock jumps past the lease', async () => {
+    let jump = 0;
+    const outbox = createReleaseOutbox({
+      client: clientFor(emulator, { timeoutMs: 3000 }),
+      file: ':memory:',
+      leaseMs: 8000,
+      pollIntervalMs: 20,
+      now: () => Date.now() + jump,
+      logger: { warn: vi.fn(), error: vi.fn() },
+    });
+    opened.push(outbox);
+    const delivered: DeliveredEvent[] = [];
+    outbox.on('delivered', (event) => delivered.push(event));
+    emulator.setFaults({ delayMs: 600 });
+    await outbox.enqueue({ title: 'First' });
+    await waitFor(async () => (await outbox.stats()).inFlight > 0, 'the push to start');
+    jump = 60_000; // NTP step or a suspended VM: the lease "expires" while the push is in flight
+    await outbox.enqueue({ title: 'Second' }); // kicks the worker, which claims due rows again
+    await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    expect(titles()).toEqual(['First', 'Second']);
+    expect(delivered).toHaveLength(2);
+  });
+
+  it('records a 2xx it cannot parse as delivered and never sends it again', async () => {
+    emulator.setFaults({ truncateJson: true, endpoint: 'release.php' });
+    const outbox = createReleaseOutbox({
+      client: clientFor(emulator, { timeoutMs: 1000 }),
+      file: ':memory:',
+      baseDelayMs: 10,
+      maxDelayMs: 20,
+      pollIntervalMs: 10,
+      logger: { warn: vi.fn(), error: vi.fn() },
+    });
+    opened.push(outbox);
+    const delivered: DeliveredEvent[] = [];
+    outbox.on('delivered', (event) => delivered.push(event));
+    const { id } = await outbox.enqueue({ title: 'Stored once', remote_track_id: 'trk-2xx' });
+    expect(await outbox.drain({ signal: AbortSignal.timeout(10_000) })).toMatchObject({ pending: 0, delivered: 1, dead: 0 });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(titles()).toEqual(['Stored once']);
+    expect(delivered).toEqual([
+      expect.objectContaining({ id, releaseId: undefined, unconfirmed: expect.stringMatching(/accepted the release but its answer was unusable/) }),
+    ]);
+    const [row] = await outbox.list();
+    expect(row).toMatchObject({ state: 'delivered', releaseId: undefined, lastError: expect.stringMatching(/unusable/) });
+    // The same content again is recognised as delivered: the mother has it.
+    expect(await outbox.enqueue({ title: 'Stored once', remote_track_id: 'trk-2xx' })).toMatchObject({ deduplicated: 'already-delivered' });
+  });
+
+  it("keeps one push, the clock-skew retry included, within the client's timeoutMs", async () => {
+    // The first attempt gets a 401 (our clock is an hour off), the retry is slow: together they
+    // used to take twice timeoutMs and outlive a lease sized for one.
+    emulator.setFaults({ clockOffsetSeconds: 3600, delayMs: 600 });
+    const client = clientFor(emulator, { timeoutMs: 1000 });
+    const error = await failure(client.pushRelease({ title: 'Slow twice' }));
+    expect(error).toMatchObject({ code: 'TIMEOUT' });
+  });
+});
