@@ -1,12 +1,20 @@
 // The release record of contract §2.3, validated locally before anything is queued or sent.
 import { z } from 'zod';
 import { InvalidReleaseError } from './errors.js';
-import { parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
+import { escapeControls, parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
 
 /** Text fields are capped so a runaway form cannot queue megabytes (the contract names no limit). */
 export const MAX_TEXT_LENGTH = 500;
 
-const text = z.string().max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
+// C0/C1 controls other than tab and newline: no text field needs them, and they end up in
+// terminals (the CLI), logs and the mother's review screens.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are exactly the characters to refuse.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+
+const text = z
+  .string()
+  .max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`)
+  .refine((v) => !CONTROL.test(v), 'must not contain control characters (only tab and newline are allowed)');
 
 // ISRC: country (2 letters), registrant (3 alphanumerics), year (2 digits), designation (5 digits).
 const ISRC = /^[A-Z]{2}[A-Z0-9]{3}\d{2}\d{5}$/;
@@ -62,22 +70,23 @@ export const RELEASE_FIELDS = Object.keys(releaseSchema.shape) as (keyof Release
  */
 export function validateRelease(input: unknown): Release {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw new InvalidReleaseError('release', 'A release must be an object with at least a `title`.');
+    throw new InvalidReleaseError('release', 'A release must be an object with at least a title.');
   }
   const result = releaseSchema.safeParse(input);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   if (!issue) throw new InvalidReleaseError('release', 'Invalid release.');
   if (issue.code === 'unrecognized_keys') {
-    const key = issue.keys[0] ?? 'unknown';
-    throw new InvalidReleaseError(key, `Unknown release field \`${key}\`. Allowed fields: ${RELEASE_FIELDS.join(', ')}.`);
+    // The key comes from the caller's data: shown escaped and shortened.
+    const key = escapeControls([...(issue.keys[0] ?? 'unknown')].slice(0, 60).join(''));
+    throw new InvalidReleaseError(key, `Unknown release field "${key}". Allowed fields: ${RELEASE_FIELDS.join(', ')}.`);
   }
   const field = String(issue.path[0] ?? 'release');
   if (field === 'title' && (issue.code === 'invalid_type' || issue.message === 'Missing release title.')) {
     throw new InvalidReleaseError('title', 'Missing release title.');
   }
-  if (issue.code === 'invalid_type') throw new InvalidReleaseError(field, `Release field \`${field}\` must be a string.`);
-  throw new InvalidReleaseError(field, `Release field \`${field}\` ${issue.message}.`);
+  if (issue.code === 'invalid_type') throw new InvalidReleaseError(field, `Release field "${field}" must be a string.`);
+  throw new InvalidReleaseError(field, `Release field "${field}" ${issue.message}.`);
 }
 
 /** Serializes a validated release once; these exact bytes are signed and sent. */

@@ -1,14 +1,20 @@
 // Small validators for untrusted text, URLs and dates, shared by the client, guard and CLI.
 
-// C0/C1 controls, bidi overrides and zero-width characters: invisible in a page or terminal,
-// useful for spoofing and log or ANSI injection.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: these are exactly the characters to strip.
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
+// Invisible or layout-changing characters, by Unicode property rather than a hand list (which
+// missed U+2060, U+061C, U+00AD, tag characters and U+2028): controls (Cc), format characters
+// (Cf: zero-width, bidi overrides, soft hyphen, tags), line/paragraph separators (Zl, Zp),
+// private-use (Co) and lone surrogates (Cs), plus the Hangul fillers and the braille blank,
+// which are letters or symbols that render as nothing.
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\u115f\u1160\u3164\uffa0\u2800]/gu;
+const WHITESPACE_RUN = /\s+/g;
 
-/** Strips invisible characters, trims, caps at `max` code points; null when nothing is left. */
+/**
+ * Strips invisible characters, collapses whitespace runs to one space, trims, and caps at `max`
+ * code points; null when nothing is left.
+ */
 export function cleanText(value: unknown, max: number): string | null {
   if (typeof value !== 'string') return null;
-  const cleaned = value.replace(INVISIBLE, '').trim();
+  const cleaned = value.replace(INVISIBLE, '').replace(WHITESPACE_RUN, ' ').trim();
   if (cleaned === '') return null;
   return [...cleaned].slice(0, max).join('');
 }
@@ -42,4 +48,23 @@ export function parseIsoDate(value: unknown): number | null {
   const date = new Date(Date.UTC(year, month - 1, day));
   const real = date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
   return real ? date.getTime() : null;
+}
+
+// What a terminal may interpret: C0/C1 controls (ESC sequences, OSC 52 clipboard writes, BEL),
+// format characters (bidi overrides reorder what is shown) and line separators.
+const TERMINAL_UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+function visibleEscape(char: string): string {
+  const code = char.codePointAt(0) ?? 0;
+  return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
+}
+
+/** Makes text safe for one terminal line: every control or format character becomes a visible `\xNN`/`\u{…}`. */
+export function escapeControls(value: string): string {
+  return value.replace(TERMINAL_UNSAFE, visibleEscape);
+}
+
+/** Like escapeControls, but keeps newlines and tabs (multi-line output such as usage text). */
+export function escapeControlsKeepLines(value: string): string {
+  return value.replace(TERMINAL_UNSAFE, (char) => (char === '\n' || char === '\t' ? char : visibleEscape(char)));
 }

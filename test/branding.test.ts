@@ -55,6 +55,34 @@ describe('brandingFrom()', () => {
     expect(brandingFrom({ name: ' \u200b ' }, defaults).name).toBe('Panel');
   });
 
+  it('removes invisible characters by Unicode property', () => {
+    const invisible: [string, string][] = [
+      ['U+2060 word joiner', '\u2060'],
+      ['U+061C Arabic letter mark', '\u061c'],
+      ['U+00AD soft hyphen', '\u00ad'],
+      ['U+3164 Hangul filler', '\u3164'],
+      ['U+115F Hangul choseong filler', '\u115f'],
+      ['U+FFA0 halfwidth Hangul filler', '\uffa0'],
+      ['U+E0041 tag latin A', '\u{e0041}'],
+      ['U+2028 line separator', '\u2028'],
+      ['U+2029 paragraph separator', '\u2029'],
+      ['U+200B zero-width space', '\u200b'],
+      ['U+202E right-to-left override', '\u202e'],
+      ['U+2066 left-to-right isolate', '\u2066'],
+      ['U+FEFF byte order mark', '\ufeff'],
+      ['U+180E Mongolian vowel separator', '\u180e'],
+      ['U+0085 next line (C1)', '\u0085'],
+      ['U+009B CSI (C1)', '\u009b'],
+      ['U+E000 private use', '\ue000'],
+      ['U+2800 braille blank', '\u2800'],
+    ];
+    for (const [what, char] of invisible) {
+      expect(brandingFrom({ name: `Be${char}ats` }, defaults).name, what).toBe('Beats');
+      expect(brandingFrom({ name: char }, defaults).name, what).toBe('Panel');
+    }
+    expect(brandingFrom({ name: 'Café 🎵 Ünïcode' }, defaults).name).toBe('Café 🎵 Ünïcode');
+  });
+
   it('refuses hostnames with anything but labels', () => {
     expect(brandingFrom({ subdomain: 'a b', custom_domain: 'evil.example/<script>' }, defaults)).toMatchObject({ subdomain: null, customDomain: null });
   });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import { API_KEY, API_SECRET, startEmulator } from './helpers.js';
 
 let emulator: MotherEmulator;
@@ -87,6 +89,28 @@ describe('panel-license', () => {
       expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
       expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 0');
       expect(list.out.slice(1).every((l) => /\tdelivered\t/.test(l))).toBe(true);
+    });
+
+    it('prints artist text with every control character escaped', async () => {
+      // Stored by an older version that accepted control characters; listing must still be safe.
+      const outbox = join(dir, 'escape.db');
+      const store = createSqliteOutboxStore({ file: outbox });
+      const body = JSON.stringify({ release: { title: 'Clear\u001b[2J\u001b]52;c;ZXZpbA==\u0007', remote_track_id: 'id\u009b31m\nfake row' } });
+      await store.enqueue({ remoteTrackId: 'id\u009b31m\nfake row', body, contentHash: createHash('sha256').update(body).digest('hex') }, Date.now());
+      await store.close();
+      const list = fakeIo();
+      expect(await main(['outbox', '--outbox', outbox], list.io)).toBe(EXIT.ok);
+      const printed = list.out.join('\n');
+      expect(printed).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+      expect(list.out).toHaveLength(2);
+      expect(list.out[1]).toContain('Clear\\x1b[2J\\x1b]52;c;ZXZpbA==\\x07');
+      expect(list.out[1]).toContain('id\\x9b31m\\x0afake row');
+
+      const file = join(dir, 'evil.json');
+      writeFileSync(file, JSON.stringify([{ title: 'x', '\u001b[31mred': 'y' }]));
+      const pushed = fakeIo(env());
+      expect(await main(['push', file, '--outbox', join(dir, 'evil.db'), '--wait-s', '1'], pushed.io)).toBe(EXIT.inactive);
+      expect(pushed.out.join('\n')).not.toContain('\u001b');
     });
 
     it('leaves releases queued when the mother is down, and lists and retries dead ones', async () => {

@@ -33,8 +33,8 @@ describe('validateRelease()', () => {
   });
 
   it('names the field of each failure', () => {
-    expect(fieldOf(() => validateRelease({ title: 'x', album: 5 }))).toBe('album: Release field `album` must be a string.');
-    expect(fieldOf(() => validateRelease({ title: 'x', artist: 'y' }))).toMatch(/^artist: Unknown release field `artist`/);
+    expect(fieldOf(() => validateRelease({ title: 'x', album: 5 }))).toBe('album: Release field "album" must be a string.');
+    expect(fieldOf(() => validateRelease({ title: 'x', artist: 'y' }))).toMatch(/^artist: Unknown release field "artist"/);
     expect(fieldOf(() => validateRelease({ title: 'x', release_date: '2023-02-29' }))).toMatch(/^release_date: .*real calendar date/);
     expect(fieldOf(() => validateRelease({ title: 'x', release_date: '2023-2-01' }))).toMatch(/^release_date:/);
     expect(fieldOf(() => validateRelease({ title: 'x', isrc: 'USRC1760783' }))).toMatch(/^isrc: .*ISRC/);
@@ -46,6 +46,23 @@ describe('validateRelease()', () => {
     expect(fieldOf(() => validateRelease({ title: 'x'.repeat(501) }))).toMatch(/^title: .*at most 500/);
     expect(fieldOf(() => validateRelease(null))).toMatch(/^release:/);
     expect(fieldOf(() => validateRelease(['x']))).toMatch(/^release:/);
+  });
+
+  it('refuses control characters other than tab and newline in text fields', () => {
+    for (const bad of ['\u001b[2J', '\u001b]52;c;aGk=\u0007', 'a\u0000b', 'a\u009bb', 'a\rb']) {
+      expect(
+        fieldOf(() => validateRelease({ title: bad })),
+        JSON.stringify(bad),
+      ).toMatch(/^title: .*control characters/);
+      expect(fieldOf(() => validateRelease({ title: 'x', remote_track_id: bad }))).toMatch(/^remote_track_id: .*control characters/);
+    }
+    expect(validateRelease({ title: 'Line one\nline two\tend' }).title).toBe('Line one\nline two\tend');
+  });
+
+  it('names an unknown field escaped, so it cannot reach a terminal raw', () => {
+    const message = fieldOf(() => validateRelease({ title: 'x', '\u001b[2Jevil': 'y' }));
+    expect(message).not.toContain('\u001b');
+    expect(message).toContain('\\x1b[2Jevil');
   });
 
   it('serializes to the exact body shape of the contract', () => {

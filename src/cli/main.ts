@@ -1,4 +1,6 @@
 // The `panel-license` command: check a license, run the emulator, push and inspect releases.
+
+import { escapeControlsKeepLines } from '../text.js';
 import { runCheck } from './check.js';
 import { runEmulate } from './emulate.js';
 import { EXIT, type Io, UsageError } from './io.js';
@@ -15,7 +17,16 @@ Commands:
 
 Run "panel-license <command> --help" for the options of a command.`;
 
-export async function main(argv: string[], io: Io): Promise<number> {
+/**
+ * Every line the CLI prints may carry artist or mother text: whatever a command forgot to
+ * escape, no control sequence reaches the terminal (newlines and tabs of our own layout stay).
+ */
+function terminalSafe(io: Io): Io {
+  return { ...io, out: (line) => io.out(escapeControlsKeepLines(line)), err: (line) => io.err(escapeControlsKeepLines(line)) };
+}
+
+export async function main(argv: string[], rawIo: Io): Promise<number> {
+  const io = terminalSafe(rawIo);
   const [command, ...rest] = argv;
   try {
     switch (command) {

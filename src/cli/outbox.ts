@@ -1,6 +1,7 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { OutboxState } from '../outbox/store.js';
+import { escapeControls } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
 import { DEFAULT_OUTBOX_FILE } from './push.js';
 
@@ -64,8 +65,10 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     const stats = await outbox.stats();
     io.out(`pending ${stats.pending} · delivered ${stats.delivered} · dead ${stats.dead}`);
     for (const row of rows) {
-      const outcome = row.state === 'delivered' ? `release_id ${row.releaseId}` : (row.lastError ?? '');
-      io.out(`#${row.id}\t${row.state}\t${row.attempts} attempt(s)\t${row.remoteTrackId ?? '-'}\t${row.release.title}\t${outcome}`);
+      const outcome = row.state === 'delivered' ? `release_id ${row.releaseId ?? 'unknown'}` : (row.lastError ?? '');
+      const cells = [`#${row.id}`, row.state, `${row.attempts} attempt(s)`, row.remoteTrackId ?? '-', String(row.release.title), outcome];
+      // Titles and ids come from artists: escaped so no cell can move the cursor or fake a row.
+      io.out(cells.map(escapeControls).join('\t'));
     }
     return EXIT.ok;
   } finally {

@@ -2,6 +2,7 @@
 import { InvalidReleaseError } from '../errors.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
+import { escapeControls } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
 
 const USAGE = `Usage: panel-license push FILE [options]
@@ -23,6 +24,9 @@ async function readReleases(file: string): Promise<unknown[]> {
   const parsed = await readJsonFile(file, 'releases', USAGE);
   return Array.isArray(parsed) ? parsed : [parsed];
 }
+
+/** Artist-supplied ids are printed escaped: one line each, no terminal control sequences. */
+const track = (remoteTrackId: string | undefined) => (remoteTrackId ? ` (${escapeControls(remoteTrackId)})` : '');
 
 function progressBar(done: number, total: number): string {
   const width = 30;
@@ -60,15 +64,15 @@ export async function runPush(args: string[], io: Io): Promise<number> {
   outbox.on('delivered', (event) => {
     if (!ours.has(event.id) || event.superseded) return;
     finished++;
-    report(`delivered  #${event.id}${event.remoteTrackId ? ` (${event.remoteTrackId})` : ''} → release_id ${event.releaseId}`);
+    report(`delivered  #${event.id}${track(event.remoteTrackId)} → release_id ${event.releaseId ?? 'unknown'}`);
   });
   outbox.on('dead', (event) => {
     if (!ours.has(event.id)) return;
     finished++;
     failed++;
-    report(`refused    #${event.id}${event.remoteTrackId ? ` (${event.remoteTrackId})` : ''}: ${event.message}`);
+    report(`refused    #${event.id}${track(event.remoteTrackId)}: ${escapeControls(event.message)}`);
   });
-  outbox.on('error', (event) => io.err(`warning    ${event.error.message}`));
+  outbox.on('error', (event) => io.err(`warning    ${escapeControls(event.error.message)}`));
 
   try {
     for (const [index, release] of releases.entries()) {
@@ -82,7 +86,7 @@ export async function runPush(args: string[], io: Io): Promise<number> {
       } catch (error) {
         if (!(error instanceof InvalidReleaseError)) throw error;
         failed++;
-        io.out(`invalid    [${index}] ${error.field}: ${error.message}`);
+        io.out(`invalid    [${index}] ${escapeControls(error.field)}: ${escapeControls(error.message)}`);
       }
     }
     const stats = await outbox.drain({ signal: AbortSignal.timeout(Math.max(1, waitSeconds * 1000)) }).catch(() => undefined);
