@@ -1,5 +1,7 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
+import { existsSync } from 'node:fs';
 import { createReleaseOutbox } from '../outbox/outbox.js';
+import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxState } from '../outbox/store.js';
 import { escapeControls } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
@@ -14,10 +16,21 @@ const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--l
 
 const STATES = ['pending', 'delivered', 'dead'];
 
-/** Listing and re-queuing never send anything: the outbox is opened without its worker. */
-function openOutbox(file: string) {
+/**
+ * Listing and re-queuing never send anything: the outbox is opened without its worker. Listing
+ * opens the file read-only, so it works on a read-only file or a full disk.
+ */
+function openOutbox(file: string, readonly: boolean) {
+  if (!existsSync(file)) throw new UsageError(`There is no outbox at ${file} (nothing was ever queued there). Pass --outbox FILE.`, USAGE);
+  const store = createSqliteOutboxStore({ file, readonly });
   const notSending = { pushSerializedRelease: () => Promise.reject(new Error('this command does not deliver')) };
-  return createReleaseOutbox({ client: notSending, file, autoStart: false, logger: { warn: () => {}, error: () => {} } });
+  const outbox = createReleaseOutbox({ client: notSending, store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
+  return Object.assign(outbox, {
+    async closeAll() {
+      await outbox.close();
+      await store.close();
+    },
+  });
 }
 
 export async function runOutbox(args: string[], io: Io): Promise<number> {
@@ -41,13 +54,13 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   if (action === 'retry') {
     if ((id === undefined) === !values['all-dead']) throw new UsageError('retry needs either an ID or --all-dead.', USAGE);
     if (id !== undefined && !/^\d+$/.test(id)) throw new UsageError(`"${id}" is not a release id.`, USAGE);
-    const outbox = openOutbox(file);
+    const outbox = openOutbox(file, false);
     try {
       const count = id === undefined ? await outbox.retryAllDead() : (await outbox.retry(Number(id))) ? 1 : 0;
       io.out(`${count} release(s) queued again.`);
       return id !== undefined && count === 0 ? EXIT.inactive : EXIT.ok;
     } finally {
-      await outbox.close();
+      await outbox.closeAll();
     }
   }
 
@@ -55,7 +68,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   if (state !== undefined && !STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}.`, USAGE);
   const limit = Number(values.limit ?? 100);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
-  const outbox = openOutbox(file);
+  const outbox = openOutbox(file, true);
   try {
     const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit });
     if (values.json) {
@@ -72,6 +85,6 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     }
     return EXIT.ok;
   } finally {
-    await outbox.close();
+    await outbox.closeAll();
   }
 }

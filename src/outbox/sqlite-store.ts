@@ -1,43 +1,22 @@
 // The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
-import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { enqueueResult, planEnqueue, planSettle } from './rules.js';
-import { loadSqliteDriver, type SqliteDatabase, type SqliteStatement } from './sqlite-driver.js';
-import { type EnqueueResult, type NewOutboxRow, OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
+import type { SqliteStatement } from './sqlite-driver.js';
+import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
+import { openOutboxDatabase } from './sqlite-schema.js';
+import type { EnqueueResult, NewOutboxRow, OutboxState, OutboxStore, StoredRow } from './store.js';
 
 export interface SqliteOutboxStoreOptions {
   /** Path of the SQLite file; its directory is created when missing. `':memory:'` for a throwaway database. */
   file: string;
   /** How long a write waits for another process's lock before failing, in milliseconds. @default 5000 */
   busyTimeoutMs?: number;
+  /**
+   * Open for reading only (listing, counts): works on a read-only file or a full disk. The file
+   * must exist with the current schema; every write method throws. @default false
+   */
+  readonly?: boolean;
 }
-
-const SCHEMA_VERSION = 1;
-
-// Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
-// content the mother holds now (timestamps can tie; ids do not follow delivery order).
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS release_outbox (
-  id               INTEGER PRIMARY KEY AUTOINCREMENT,
-  remote_track_id  TEXT,
-  body             TEXT    NOT NULL,
-  content_hash     TEXT    NOT NULL,
-  state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
-  attempts         INTEGER NOT NULL DEFAULT 0,
-  next_attempt_at  INTEGER NOT NULL,
-  last_error       TEXT,
-  release_id       INTEGER,
-  delivered_seq    INTEGER,
-  lease_owner      TEXT,
-  lease_expires_at INTEGER,
-  created_at       INTEGER NOT NULL,
-  updated_at       INTEGER NOT NULL,
-  delivered_at     INTEGER
-);
-CREATE INDEX IF NOT EXISTS release_outbox_due ON release_outbox (state, next_attempt_at, id);
-CREATE INDEX IF NOT EXISTS release_outbox_track ON release_outbox (remote_track_id, state, id);
-`;
 
 const NEXT_DELIVERED_SEQ = '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen WHERE seen.remote_track_id = @remoteTrackId)';
 
@@ -63,88 +42,23 @@ const SQL = {
     release_id = @releaseId, delivered_at = @deliveredAt,
     delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
-  counts: 'SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state',
-  listAll: 'SELECT * FROM release_outbox ORDER BY id LIMIT ?',
-  listState: 'SELECT * FROM release_outbox WHERE state = ? ORDER BY id LIMIT ?',
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE state = 'dead' AND (@id IS NULL OR id = @id)`,
 };
 
-interface RowRecord {
-  id: number;
-  state: OutboxState;
-  remote_track_id: string | null;
-  body: string;
-  content_hash: string;
-  attempts: number;
-  next_attempt_at: number;
-  last_error: string | null;
-  release_id: number | null;
-  lease_owner: string | null;
-  lease_expires_at: number | null;
-  created_at: number;
-  updated_at: number;
-  delivered_at: number | null;
-}
-
-const orUndefined = <T>(value: T | null): T | undefined => (value === null ? undefined : value);
-const orNull = <T>(value: T | undefined): T | null => (value === undefined ? null : value);
-
-function toStoredRow(record: RowRecord): StoredRow {
-  return {
-    id: record.id,
-    state: record.state,
-    remoteTrackId: orUndefined(record.remote_track_id),
-    body: record.body,
-    contentHash: record.content_hash,
-    attempts: record.attempts,
-    nextAttemptAt: record.next_attempt_at,
-    lastError: orUndefined(record.last_error),
-    releaseId: orUndefined(record.release_id),
-    leaseOwner: orUndefined(record.lease_owner),
-    leaseExpiresAt: orUndefined(record.lease_expires_at),
-    createdAt: record.created_at,
-    updatedAt: record.updated_at,
-    deliveredAt: orUndefined(record.delivered_at),
-  };
-}
-
-/**
- * Durability first: WAL so readers never block the writer, FULL so a resolved enqueue survives
- * power loss. (Claims and delivery marks later switch to NORMAL for their own commits.)
- */
-function openDatabase(file: string, busyTimeoutMs: number): SqliteDatabase {
-  const Driver = loadSqliteDriver();
-  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
-  const db = new Driver(file, { timeout: busyTimeoutMs });
-  try {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    const version = Number(db.pragma('user_version', { simple: true }));
-    if (version > SCHEMA_VERSION) {
-      throw new Error(
-        `panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`,
-      );
-    }
-    db.transaction(() => {
-      db.exec(SCHEMA);
-      db.pragma(`user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
-    return db;
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-}
-
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
 export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { file: "./data/outbox.db" }.');
-  rejectUnknownOptions('createSqliteOutboxStore', options, ['file', 'busyTimeoutMs']);
+  rejectUnknownOptions('createSqliteOutboxStore', options, ['file', 'busyTimeoutMs', 'readonly']);
   const { file } = options;
   if (typeof file !== 'string' || file.trim() === '') throw optionError('file', 'must be a non-empty path', 'Pass a path such as "./data/outbox.db".');
   const busyTimeoutMs = positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000);
-  const db = openDatabase(file, busyTimeoutMs);
+  if (options.readonly !== undefined && typeof options.readonly !== 'boolean')
+    throw optionError('readonly', `must be true or false, received ${JSON.stringify(options.readonly)}`, 'Leave it out to open for writing.');
+  const readonly = options.readonly === true;
+  const db = openOutboxDatabase(file, busyTimeoutMs, readonly);
+  if (readonly) return readOnlyStore(db, file);
+  const readers = createReaders(db);
   const statements = Object.fromEntries(Object.entries(SQL).map(([name, sql]) => [name, db.prepare(sql)])) as Record<keyof typeof SQL, SqliteStatement>;
 
   // IMMEDIATE takes the write lock before reading, so two processes cannot both read a row as
@@ -251,15 +165,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       }),
     claimDue: (request) => claimDue.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
-    counts() {
-      const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
-      for (const { state, count } of statements.counts.all() as { state: OutboxState; count: number }[]) counts[state] = count;
-      return counts;
-    },
-    list({ state, limit }) {
-      const records = (state === undefined ? statements.listAll.all(limit) : statements.listState.all(state, limit)) as RowRecord[];
-      return records.map(toStoredRow);
-    },
+    ...readers,
     requeueDead: (id, nowMs) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs }).changes),
     close() {
       if (batch.length > 0 && db.open) flushEnqueues();

@@ -1,0 +1,99 @@
+// The SQLite outbox file: its schema, and opening it for writing (migrating) or for reading only.
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
+
+const SCHEMA_VERSION = 1;
+
+// Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
+// content the mother holds now (timestamps can tie; ids do not follow delivery order).
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS release_outbox (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  remote_track_id  TEXT,
+  body             TEXT    NOT NULL,
+  content_hash     TEXT    NOT NULL,
+  state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+  attempts         INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at  INTEGER NOT NULL,
+  last_error       TEXT,
+  release_id       INTEGER,
+  delivered_seq    INTEGER,
+  lease_owner      TEXT,
+  lease_expires_at INTEGER,
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  delivered_at     INTEGER
+);
+CREATE INDEX IF NOT EXISTS release_outbox_due ON release_outbox (state, next_attempt_at, id);
+CREATE INDEX IF NOT EXISTS release_outbox_track ON release_outbox (remote_track_id, state, id);
+`;
+
+function tooNew(file: string, version: number): Error {
+  return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
+}
+
+/**
+ * A WAL file can be read without write access to it, but SQLite needs its `-shm` index beside it:
+ * in a directory we cannot write to (a read-only mount), the file is read from a private copy
+ * (with its `-wal`), a snapshot that is good enough for listing.
+ */
+/** Directory prefix of read-only snapshots; the read-only store removes its snapshot on close(). */
+export const SNAPSHOT_PREFIX = 'panel-outbox-snapshot-';
+
+function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string, busyTimeoutMs: number): SqliteDatabase {
+  const db = new Driver(file, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+  try {
+    db.pragma('user_version'); // SQLite opens lazily: the first read is what fails
+    return db;
+  } catch (error) {
+    db.close();
+    if ((error as { code?: unknown }).code !== 'SQLITE_CANTOPEN') throw error;
+    const copy = join(mkdtempSync(join(tmpdir(), SNAPSHOT_PREFIX)), basename(file));
+    copyFileSync(file, copy);
+    if (existsSync(`${file}-wal`)) copyFileSync(`${file}-wal`, `${copy}-wal`);
+    return new Driver(copy, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+  }
+}
+
+/**
+ * Durability first: WAL so readers never block the writer, FULL so a resolved enqueue survives
+ * power loss (claims and delivery marks later switch to NORMAL for their own commits). The
+ * schema is written only when the file is not current yet, so opening a current file writes
+ * nothing. With `readonly`, the file must exist with the current schema and nothing is written
+ * at all: listing works on a read-only file or a full disk.
+ */
+export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly: boolean): SqliteDatabase {
+  const Driver = loadSqliteDriver();
+  if (readonly) {
+    const db = openReadOnly(Driver, file, busyTimeoutMs);
+    try {
+      const version = Number(db.pragma('user_version', { simple: true }));
+      if (version > SCHEMA_VERSION) throw tooNew(file, version);
+      if (version < SCHEMA_VERSION) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
+      return db;
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  }
+  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
+  const db = new Driver(file, { timeout: busyTimeoutMs });
+  try {
+    if (db.pragma('journal_mode', { simple: true }) !== 'wal') db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    const version = Number(db.pragma('user_version', { simple: true }));
+    if (version > SCHEMA_VERSION) throw tooNew(file, version);
+    if (version < SCHEMA_VERSION) {
+      db.transaction(() => {
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate();
+    }
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
