@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { signRequest } from '../src/signing.js';
@@ -102,6 +103,29 @@ describe('createMotherEmulator()', () => {
         body: '{"active":"no"}',
       });
       expect(res.status).toBe(422);
+    });
+
+    it('answers only loopback Host headers, and writes only as JSON (DNS rebinding, cross-site forms)', async () => {
+      const { port } = new URL(emulator.adminUrl);
+      const send = (path: string, host: string, method = 'GET', contentType?: string) =>
+        new Promise<number>((resolve, reject) => {
+          // node:http lets the test set any Host, as a rebinding page's browser would.
+          const headers: Record<string, string> = { host, ...(contentType ? { 'content-type': contentType } : {}) };
+          const req = http.request({ host: '127.0.0.1', port, path: `/__emulator${path}`, method, headers }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          });
+          req.on('error', reject);
+          req.end(method === 'GET' ? undefined : '{"active":false}');
+        });
+      for (const host of ['evil.example', `evil.example:${port}`, '127.0.0.1', `127.0.0.1:1`, `127.0.0.1.evil.example:${port}`]) {
+        expect(await send('/state', host), host).toBe(403);
+        expect(await send(`/panels/${API_KEY}`, host, 'POST', 'application/json'), host).toBe(403);
+      }
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`]) expect(await send('/state', host), host).toBe(200);
+      expect(await send(`/panels/${API_KEY}`, `127.0.0.1:${port}`, 'POST', 'text/plain')).toBe(415);
+      expect(await send(`/panels/${API_KEY}`, `127.0.0.1:${port}`, 'POST', 'application/x-www-form-urlencoded')).toBe(415);
+      expect(await (await signedPost('license.php', '')).json()).toMatchObject({ active: true });
     });
   });
 });

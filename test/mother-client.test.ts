@@ -247,6 +247,35 @@ describe('createMotherClient()', () => {
     });
   });
 
+  describe('echoed request headers', () => {
+    it('redacts our key and signature from mother text it keeps', async () => {
+      // A proxy whose error page echoes the request headers, as some do.
+      const echo = await rawServer((req, res) => {
+        const error = `Bad gateway for ${req.headers['x-api-key']} signed ${req.headers['x-signature']} at ${req.headers['x-timestamp']}`;
+        res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error }));
+      });
+      try {
+        const signatures: string[] = [];
+        const client = createMotherClient({
+          baseUrl: echo.url,
+          apiKey: API_KEY,
+          apiSecret: API_SECRET,
+          fetch: (url, init) => {
+            signatures.push((init.headers as Record<string, string>)['X-Signature'] ?? '');
+            return fetch(url, init);
+          },
+        });
+        const error = await failure(client.checkLicense());
+        expect(error.message).toMatch(/^The mother answered HTTP 502: Bad gateway for \[api key\] signed \[redacted\] at \d+$/);
+        expect(signatures).toHaveLength(1);
+        expect(error.message).not.toContain(signatures[0]);
+        expect(error.message).not.toContain(API_KEY);
+      } finally {
+        await echo.close();
+      }
+    });
+  });
+
   describe('options', () => {
     const base = { apiKey: API_KEY, apiSecret: API_SECRET };
     it('requires https except for loopback or an explicit opt-in', () => {

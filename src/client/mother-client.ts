@@ -80,13 +80,25 @@ function parseJson(raw: RawResponse): unknown {
   }
 }
 
+// Anything shaped like an HMAC-SHA256 in hex: our signature, or one echoed from an earlier request.
+const HEX_DIGEST = /\b[0-9a-f]{64}\b/gi;
+
+/**
+ * Mother text we keep (errors, logs, `lastError`, CLI output) may echo our request headers, as a
+ * proxy's error page can: the API key and anything shaped like a signature are cut out.
+ */
+export function redactMotherText(text: string, apiKey: string): string {
+  return text.replaceAll(apiKey, '[api key]').replace(HEX_DIGEST, '[redacted]');
+}
+
 /** Turns a non-2xx answer into the error class of its kind. */
-function errorFor(raw: RawResponse, nowMs: number): MotherError {
+function errorFor(raw: RawResponse, nowMs: number, apiKey: string): MotherError {
   let serverMessage: string | undefined;
   try {
     const parsed = errorBodySchema.safeParse(JSON.parse(raw.text));
-    // Remote text headed for logs and terminals: no control characters, bounded length.
-    if (parsed.success) serverMessage = cleanText(parsed.data.error, 300) ?? undefined;
+    // Remote text headed for logs and terminals: no control characters, bounded length, no
+    // credentials (redacted before the cap, so a cut can never leave half a key behind).
+    if (parsed.success) serverMessage = cleanText(redactMotherText(parsed.data.error, apiKey), 300) ?? undefined;
   } catch {
     // 401/405 bodies are not specified by the contract: HTML or empty is fine.
   }
@@ -106,7 +118,9 @@ function parseWith<T>(
   const result = schema.safeParse(parseJson(raw));
   if (result.success) return result.data;
   const issue = result.error.issues[0];
-  const where = issue ? `\`${issue.path.map(String).join('.') || '(root)'}\`: ${issue.message}` : 'unknown shape';
+  // Key names come from the mother: cleaned and capped like any remote text.
+  const path = cleanText(issue?.path.map(String).join('.').replace(HEX_DIGEST, '[redacted]'), 100) ?? '(root)';
+  const where = issue ? `\`${path}\`: ${issue.message}` : 'unknown shape';
   throw new MalformedResponseError(`The mother's ${what} answer does not match the contract (${where}).`, raw.status);
 }
 
@@ -150,7 +164,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
       const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs: budgetMs, maxResponseBytes, nowMs, signal });
       if (raw.status >= 200 && raw.status < 300) return raw;
       if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
-      throw errorFor(raw, nowMs());
+      throw errorFor(raw, nowMs(), apiKey);
     }
   }
 

@@ -2,12 +2,30 @@
 import express, { type Express } from 'express';
 import type { EmulatorFaults, EmulatorState } from './state.js';
 
+const LOOPBACK_NAMES = ['127.0.0.1', 'localhost', '[::1]'];
+
 /**
  * Mounts `/__emulator/*`. The emulator only listens on loopback, so these routes are
- * unauthenticated by design; they exist for demos and manual testing.
+ * unauthenticated by design; they exist for demos and manual testing. Two guards keep a web page
+ * in the developer's browser out: the `Host` must be a loopback name with the emulator's port
+ * (a DNS-rebinding page sends its own host name), and writes must be JSON (a plain cross-site
+ * form cannot send that without a CORS preflight, which the emulator never grants).
  */
-export function mountAdminRoutes(app: Express, state: EmulatorState): void {
+export function mountAdminRoutes(app: Express, state: EmulatorState, port: () => number): void {
   const json = express.json({ limit: '64kb' });
+
+  app.use('/__emulator', (req, res, next) => {
+    const host = (req.headers.host ?? '').toLowerCase();
+    if (!LOOPBACK_NAMES.some((name) => host === `${name}:${port()}`)) {
+      res.status(403).json({ ok: false, error: 'Admin routes answer only requests addressed to 127.0.0.1, localhost or [::1] with the emulator port.' });
+      return;
+    }
+    if (req.method !== 'GET' && !req.is('application/json')) {
+      res.status(415).json({ ok: false, error: 'Admin writes must be sent as application/json.' });
+      return;
+    }
+    next();
+  });
 
   app.get('/__emulator/state', (_req, res) => {
     const panels = state.apiKeys().map((apiKey) => {

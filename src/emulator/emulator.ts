@@ -72,7 +72,8 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  if (options.admin !== false) mountAdminRoutes(app, state);
+  let boundPort = 0;
+  if (options.admin !== false) mountAdminRoutes(app, state, () => boundPort);
 
   // Raw bytes: the signature covers the body exactly as sent, so nothing may parse it first.
   const rawBody = express.raw({ type: () => true, limit: '1mb' });
@@ -150,6 +151,7 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
     s.once('error', reject);
   });
   const { port } = server.address() as AddressInfo;
+  boundPort = port;
   const origin = `http://${host === '::1' ? '[::1]' : host}:${port}`;
 
   return {
