@@ -20,20 +20,64 @@ function distance(a: string, b: string): number {
 export function closestName(name: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestScore = Number.POSITIVE_INFINITY;
+  const lower = name.toLowerCase();
   for (const candidate of known) {
-    const score = distance(name.toLowerCase(), candidate.toLowerCase());
+    const other = candidate.toLowerCase();
+    // A name that extends a known one (`allowList` for `allow`) is as good as a typo of it.
+    const extension = other.length >= 4 && (lower.startsWith(other) || other.startsWith(lower)) ? 1 : Number.POSITIVE_INFINITY;
+    const score = Math.min(extension, distance(lower, other));
     if (score < bestScore) [best, bestScore] = [candidate, score];
   }
   return bestScore <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
 }
 
-/** Throws a TypeError for the first option name that is not known, with a suggestion. */
-export function rejectUnknownOptions(factory: string, options: object, known: readonly string[]): void {
+/** Records a TypeError for every option name that is not known, each with a suggestion. */
+export function rejectUnknownOptions(factory: string, options: object, known: readonly string[], problems?: OptionProblems): void {
+  const own = problems ?? new OptionProblems();
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
     const suggestion = closestName(name, known);
     const hint = suggestion ? ` Did you mean \`${suggestion}\`?` : ` Known options: ${known.join(', ')}.`;
-    throw new TypeError(`${PREFIX}: ${factory}() received an unknown option \`${name}\`.${hint}`);
+    own.add(new TypeError(`${PREFIX}: ${factory}() received an unknown option \`${name}\`.${hint}`));
+  }
+  if (!problems) own.throwIfAny(factory);
+}
+
+/**
+ * Collects every problem of one options object, so a user fixes them all in one go instead of
+ * one per restart. Each validation runs through `check()`; `throwIfAny()` then throws one
+ * TypeError listing them in the order they were checked (a stable order).
+ */
+export class OptionProblems {
+  private readonly messages: string[] = [];
+
+  /** Runs one validation; a TypeError it throws is recorded and `fallback` is returned instead. */
+  check<T>(validate: () => T, fallback: T): T {
+    try {
+      return validate();
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+      this.add(error);
+      return fallback;
+    }
+  }
+
+  add(error: TypeError): void {
+    // A nested factory (the guard creating its client) reports its own list: keep each item.
+    const nested = (error as TypeError & { problems?: string[] }).problems;
+    this.messages.push(...(nested ?? [error.message]));
+  }
+
+  get count(): number {
+    return this.messages.length;
+  }
+
+  throwIfAny(factory: string): void {
+    if (this.messages.length === 0) return;
+    if (this.messages.length === 1) throw Object.assign(new TypeError(this.messages[0]), { problems: [...this.messages] });
+    const list = this.messages.map((message, i) => `  ${i + 1}. ${message.replace(`${PREFIX}: `, '')}`).join('\n');
+    const error = new TypeError(`${PREFIX}: ${factory}() received ${this.messages.length} invalid options:\n${list}`);
+    throw Object.assign(error, { problems: [...this.messages] });
   }
 }
 

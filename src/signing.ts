@@ -27,12 +27,20 @@ export interface SignRequestInput {
  * A `|` or whitespace in the key would make the signed message ambiguous or the header invalid.
  */
 export function assertCredentials(apiKey: unknown, apiSecret: unknown): void {
+  assertApiKey(apiKey);
+  assertApiSecret(apiSecret);
+}
+
+export function assertApiKey(apiKey: unknown): void {
   if (typeof apiKey !== 'string' || apiKey.length === 0) {
     throw new TypeError('panel-license-guard: `apiKey` must be a non-empty string. Pass the API key the mother platform issued to this panel.');
   }
   if (/[|\s]/.test(apiKey)) {
     throw new TypeError('panel-license-guard: `apiKey` must not contain `|` or whitespace. Check for a stray newline or a pasted key/secret pair.');
   }
+}
+
+export function assertApiSecret(apiSecret: unknown): void {
   if (typeof apiSecret !== 'string' || apiSecret.length === 0) {
     throw new TypeError('panel-license-guard: `apiSecret` must be a non-empty string. Pass the API secret the mother platform issued to this panel.');
   }

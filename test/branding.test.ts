@@ -91,7 +91,8 @@ describe('brandingFrom()', () => {
 describe('renderLockPage()', () => {
   it('escapes every remote value', () => {
     const branding = brandingFrom({ name: '<img src=x onerror=alert(1)>', brand_logo_url: 'https://cdn.example/a.png?"onerror="alert(1)' }, defaults);
-    const html = renderLockPage({ branding, reason: '</p><script>alert(1)</script>', retryAfterSeconds: 300 });
+    const supportContact = { text: 'https://help.example/?a="><script>', href: 'https://help.example/?a=%22%3E%3Cscript%3E' };
+    const html = renderLockPage({ branding, message: '</p><script>alert(1)</script>', supportContact, retryAfterSeconds: 300 });
     expect(html).not.toContain('<script>');
     expect(html).not.toContain('<img src=x');
     expect(html).toContain(escapeHtml('</p><script>alert(1)</script>'));

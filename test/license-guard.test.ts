@@ -126,22 +126,46 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       return { ...built, events };
     }
 
-    it('serves the branded lock page with the escaped reason', async () => {
-      const { app } = await locked();
+    it("serves the branded lock page with a public message, never the operator's reason", async () => {
+      const { app, guard } = await locked();
       const res = await request(app).get('/dashboard').set('Accept', 'text/html').expect(503);
       expect(res.headers['retry-after']).toBe('300');
       expect(res.headers['cache-control']).toBe('no-store');
       expect(res.headers['x-license-status']).toBe('locked');
       expect(res.headers['content-security-policy']).toContain("default-src 'none'");
-      expect(res.text).toContain('Invoice &lt;b&gt;overdue&lt;/b&gt;');
+      expect(res.text).toContain('This panel is temporarily unavailable. Please try again later.');
+      expect(res.text).not.toContain('overdue');
+      expect(guard.status().reason).toBe('Invoice <b>overdue</b>');
       expect(res.text).toContain('<h1>Rhythm Hub</h1>');
       expect(res.text).toContain('--brand: #ff5500;');
       expect(res.text).not.toMatch(/<link|<script/);
     });
 
+    it('shows a publicMessage of the verdict, escaped, and a support contact', async () => {
+      const { app } = await locked({
+        publicMessage: ({ state, reason }) => `Paused (${state}): ${reason}`,
+        supportContact: 'help@rhythm.example',
+      });
+      const res = await request(app).get('/dashboard').set('Accept', 'text/html').expect(503);
+      expect(res.text).toContain('Paused (locked): Invoice &lt;b&gt;overdue&lt;/b&gt;');
+      expect(res.text).toContain('<a href="mailto:help@rhythm.example">help@rhythm.example</a>');
+      const json = await request(app).get('/dashboard').set('Accept', 'application/json').expect(503);
+      expect(json.body.message).toBe('Paused (locked): Invoice <b>overdue</b>');
+    });
+
+    it('falls back to the default message when publicMessage throws', async () => {
+      const { app } = await locked({
+        publicMessage: () => {
+          throw new Error('template bug');
+        },
+      });
+      const res = await request(app).get('/dashboard').set('Accept', 'application/json').expect(503);
+      expect(res.body.message).toBe('This panel is temporarily unavailable. Please try again later.');
+    });
+
     it('answers JSON to API clients and under apiPrefix', async () => {
       const { app } = await locked();
-      const body = { ok: false, error: 'panel_locked', reason: 'Invoice <b>overdue</b>' };
+      const body = { ok: false, error: 'panel_locked', message: 'This panel is temporarily unavailable. Please try again later.' };
       expect((await request(app).get('/dashboard').set('Accept', 'application/json').expect(503)).body).toEqual(body);
       expect((await request(app).get('/api/data').set('Accept', 'text/html').expect(503)).body).toEqual(body);
     });
@@ -251,7 +275,8 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       now += 71 * HOUR + 1000;
       expect(await guard.refresh()).toBe('locked');
       const res = await request(app).get('/dashboard').set('Accept', 'application/json').expect(503);
-      expect(res.body.reason).toMatch(/^The license could not be verified since \d{4}-/);
+      expect(res.body.message).toBe('This panel is temporarily unavailable. Please try again later.');
+      expect(guard.status().reason).toMatch(/^The license could not be verified since \d{4}-/);
       expect(changes.map((c) => c.state)).toEqual(['active', 'grace', 'locked']);
     });
 
@@ -286,7 +311,7 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       guard.on('error', () => {});
       expect(await guard.start()).toBe('pending');
       const res = await request(app).get('/api/data').expect(503);
-      expect(res.body).toEqual({ ok: false, error: 'license_pending', reason: 'License not verified yet' });
+      expect(res.body).toEqual({ ok: false, error: 'license_pending', message: 'This panel is starting up. Please try again in a moment.' });
       expect(res.headers['retry-after']).toBeDefined();
       await request(app).get('/healthz').expect(200);
       emulator.setFaults({});
@@ -332,7 +357,8 @@ describe.each(EXPRESS_VERSIONS)('licenseGuard() under %s', (_label, express) => 
       const second = setup({ stateFile });
       second.guard.on('error', () => {});
       expect(await second.guard.start()).toBe('locked');
-      expect((await request(second.app).get('/x').set('Accept', 'application/json').expect(503)).body.reason).toBe('Suspended');
+      expect((await request(second.app).get('/x').set('Accept', 'application/json').expect(503)).body.error).toBe('panel_locked');
+      expect(second.guard.status().reason).toBe('Suspended');
     });
 
     it('does not resume a restored verdict whose grace has run out', async () => {
@@ -381,5 +407,26 @@ describe('licenseGuard() options', () => {
     expect(() => licenseGuard({ client, baseUrl: base.baseUrl })).toThrow(/`baseUrl` was given together with `client`/);
     expect(() => licenseGuard({ client, timeoutMs: 5 })).toThrow(/`timeoutMs` was given together with `client`/);
     expect(() => createMotherClient({ ...base, allowInsecureHttp: 'yes' as never })).toThrow(/`allowInsecureHttp` must be true or false/);
+    expect(() => licenseGuard({ ...base, supportContact: 'call us' })).toThrow(/`supportContact` must be an e-mail address or an http\(s\) URL/);
+    expect(() => licenseGuard({ ...base, publicMessage: '  ' })).toThrow(/`publicMessage` must not be empty/);
+  });
+
+  it('reports every problem of one options object in one TypeError, in a stable order', async () => {
+    const { licenseGuard } = await import('../src/index.js');
+    const options = { baseURL: 'https://mother.example/api', apiKey: API_KEY, apiSecret: API_SECRET, allowList: ['/healthz'], lockStatus: 200 } as never;
+    let message = '';
+    try {
+      licenseGuard(options);
+    } catch (error) {
+      expect(error).toBeInstanceOf(TypeError);
+      message = (error as Error).message;
+    }
+    const lines = message.split('\n');
+    expect(lines[0]).toBe('panel-license-guard: licenseGuard() received 4 invalid options:');
+    expect(lines[1]).toMatch(/^ {2}1\. licenseGuard\(\) received an unknown option `baseURL`. Did you mean `baseUrl`\?$/);
+    expect(lines[2]).toMatch(/^ {2}2\. licenseGuard\(\) received an unknown option `allowList`. Did you mean `allow`\?$/);
+    expect(lines[3]).toMatch(/^ {2}3\. `baseUrl` must be a non-empty string/);
+    expect(lines[4]).toMatch(/^ {2}4\. `lockStatus` must be an HTTP error status/);
+    expect(() => licenseGuard(options)).toThrow(message);
   });
 });

@@ -11,9 +11,9 @@ import {
   ServerValidationError,
   TimeoutError,
 } from '../errors.js';
-import { endpointUrl, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { endpointUrl, OptionProblems, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
-import { assertCredentials, signRequest } from '../signing.js';
+import { assertApiKey, assertApiSecret, signRequest } from '../signing.js';
 import { cleanText } from '../text.js';
 import { createSkewClock } from './clock.js';
 import { type FetchLike, parseRetryAfter, postOnce, type RawResponse } from './http.js';
@@ -126,18 +126,22 @@ function parseWith<T>(
 
 export function createMotherClient(options: MotherClientOptions): MotherClient {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
-  rejectUnknownOptions('createMotherClient', options, KNOWN);
+  const problems = new OptionProblems();
+  rejectUnknownOptions('createMotherClient', options, KNOWN, problems);
   const { apiKey, apiSecret } = options;
-  assertCredentials(apiKey, apiSecret);
-  if (options.allowInsecureHttp !== undefined && typeof options.allowInsecureHttp !== 'boolean') {
-    throw optionError('allowInsecureHttp', `must be true or false, received ${JSON.stringify(options.allowInsecureHttp)}`, 'Leave it out to require https.');
-  }
+  problems.check(() => assertApiKey(apiKey), undefined);
+  problems.check(() => assertApiSecret(apiSecret), undefined);
+  problems.check(() => {
+    if (options.allowInsecureHttp !== undefined && typeof options.allowInsecureHttp !== 'boolean')
+      throw optionError('allowInsecureHttp', `must be true or false, received ${JSON.stringify(options.allowInsecureHttp)}`, 'Leave it out to require https.');
+  }, undefined);
   const allowInsecureHttp = options.allowInsecureHttp === true;
-  const base = parseBaseUrl(options.baseUrl, allowInsecureHttp);
-  const timeoutMs = positiveInteger('timeoutMs', options.timeoutMs, 10_000);
-  const maxResponseBytes = positiveInteger('maxResponseBytes', options.maxResponseBytes, 1024 * 1024);
-  const fetchImpl = optionalFunction<FetchLike>('fetch', options.fetch) ?? ((url, init) => globalThis.fetch(url, init));
-  const nowMs = optionalFunction<() => number>('now', options.now) ?? Date.now;
+  const base = problems.check(() => parseBaseUrl(options.baseUrl, allowInsecureHttp), new URL('https://invalid.invalid/'));
+  const timeoutMs = problems.check(() => positiveInteger('timeoutMs', options.timeoutMs, 10_000), 10_000);
+  const maxResponseBytes = problems.check(() => positiveInteger('maxResponseBytes', options.maxResponseBytes, 1024 * 1024), 0);
+  const fetchImpl = problems.check(() => optionalFunction<FetchLike>('fetch', options.fetch), undefined) ?? ((url, init) => globalThis.fetch(url, init));
+  const nowMs = problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now;
+  problems.throwIfAny('createMotherClient');
   const clock = createSkewClock(nowMs);
   const licenseUrl = endpointUrl(base, 'license.php');
   const releaseUrl = endpointUrl(base, 'release.php');

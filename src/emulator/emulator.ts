@@ -1,7 +1,7 @@
 // An emulator of the mother platform: the partner API of the contract, on 127.0.0.1, with faults.
 import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
-import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { verifySignature } from '../signing.js';
 import { mountAdminRoutes } from './admin.js';
 import { appliesDelay, applyFailureFault, sendJson } from './faults.js';
@@ -50,21 +50,28 @@ const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 export async function createMotherEmulator(options: MotherEmulatorOptions): Promise<MotherEmulator> {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { panels: [{ apiKey, apiSecret }] }.');
-  rejectUnknownOptions('createMotherEmulator', options, KNOWN);
-  const state = new EmulatorState(options.panels);
-  const windowSeconds = positiveInteger('windowSeconds', options.windowSeconds, 300, 0);
-  const listenPort = positiveInteger('port', options.port, 0, 0);
-  if (listenPort > 65535) throw optionError('port', `must be at most 65535, received ${listenPort}`, 'Pass 0 for a free port.');
+  const problems = new OptionProblems();
+  rejectUnknownOptions('createMotherEmulator', options, KNOWN, problems);
+  const checkedState = problems.check<EmulatorState | undefined>(() => new EmulatorState(options.panels), undefined);
+  const windowSeconds = problems.check(() => positiveInteger('windowSeconds', options.windowSeconds, 300, 0), 300);
+  const listenPort = problems.check(() => positiveInteger('port', options.port, 0, 0), 0);
+  if (listenPort > 65535) problems.add(optionError('port', `must be at most 65535, received ${listenPort}`, 'Pass 0 for a free port.'));
   if (options.host !== undefined && !LOOPBACK.includes(options.host)) {
-    throw optionError('host', `must be a loopback address, received ${JSON.stringify(options.host)}`, 'The admin routes are unauthenticated; use "127.0.0.1".');
-  }
-  if (options.basePath !== undefined && (typeof options.basePath !== 'string' || !/^(\/[\w.-]+)*\/?$/.test(options.basePath))) {
-    throw optionError(
-      'basePath',
-      `must be a path such as "/api/partner", received ${JSON.stringify(options.basePath)}`,
-      'Use letters, digits, ".", "-" and "/" only.',
+    problems.add(
+      optionError('host', `must be a loopback address, received ${JSON.stringify(options.host)}`, 'The admin routes are unauthenticated; use "127.0.0.1".'),
     );
   }
+  if (options.basePath !== undefined && (typeof options.basePath !== 'string' || !/^(\/[\w.-]+)*\/?$/.test(options.basePath))) {
+    problems.add(
+      optionError(
+        'basePath',
+        `must be a path such as "/api/partner", received ${JSON.stringify(options.basePath)}`,
+        'Use letters, digits, ".", "-" and "/" only.',
+      ),
+    );
+  }
+  problems.throwIfAny('createMotherEmulator');
+  const state = checkedState as EmulatorState;
   const basePath = (options.basePath ?? '/api/partner').replace(/\/+$/, '');
   const localNow = options.now ?? Date.now;
   const now = () => localNow() + (state.faults.clockOffsetSeconds ?? 0) * 1000;

@@ -3,9 +3,10 @@ import cron from 'node-cron';
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { isolateLogger, type Logger } from '../logger.js';
-import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { safeColor } from './branding.js';
+import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
 export type GuardLogger = Logger;
@@ -59,6 +60,26 @@ export interface LicenseGuardOptions {
   random?: () => number;
   /** Where warnings and errors go when no 'error' listener is attached. @default console */
   logger?: GuardLogger;
+  /**
+   * What the lock page and JSON lock responses tell the panel's users. The mother's `reason`
+   * (often about the operator's billing) is not shown to them: it stays in `status()`, events,
+   * logs and `res.locals.license.reason`. A string, or a function of the verdict returning one.
+   * @default 'This panel is temporarily unavailable. Please try again later.' (locked) and
+   * 'This panel is starting up. Please try again in a moment.' (pending)
+   */
+  publicMessage?: string | ((verdict: PublicMessageInput) => string);
+  /** An e-mail address or http(s) URL shown on the lock page as the place to ask for help. @default undefined */
+  supportContact?: string;
+}
+
+/** What a `publicMessage` function is given. */
+export interface PublicMessageInput {
+  state: 'locked' | 'pending';
+  /** The mother's reason (or the guard's, e.g. "could not be verified since…"); operator-facing. */
+  reason: string | null;
+  /** The panel's `status` and `billing_type` as the mother sent them. */
+  status: string | null;
+  billingType: string | null;
 }
 
 export interface GuardConfig {
@@ -79,6 +100,8 @@ export interface GuardConfig {
   apiPrefix: string | undefined;
   isAllowed: AllowMatcher;
   defaults: { name: string; color: string };
+  publicMessage: (verdict: PublicMessageInput) => string;
+  supportContact: SupportContact | undefined;
   now: () => number;
   random: () => number;
   logger: GuardLogger;
@@ -109,6 +132,8 @@ const KNOWN = [
   'now',
   'random',
   'logger',
+  'publicMessage',
+  'supportContact',
 ] as const;
 
 function optionalString(option: string, value: unknown, fix: string): string | undefined {
@@ -117,32 +142,34 @@ function optionalString(option: string, value: unknown, fix: string): string | u
   return value;
 }
 
-function clientFrom(options: LicenseGuardOptions): MotherClient {
+function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
   if (options.client !== undefined) {
-    if (typeof options.client?.checkLicense !== 'function')
-      throw optionError('client', 'is not a mother client', 'Pass the value returned by createMotherClient().');
+    if (typeof options.client?.checkLicense !== 'function') {
+      problems.add(optionError('client', 'is not a mother client', 'Pass the value returned by createMotherClient().'));
+      return undefined;
+    }
     // These configure the client the guard would create; with a client given they would be ignored.
     for (const name of ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'allowInsecureHttp', 'fetch'] as const) {
       if (options[name] !== undefined)
-        throw optionError(name, 'was given together with `client`', `Set \`${name}\` on createMotherClient() instead, or drop \`client\`.`);
+        problems.add(optionError(name, 'was given together with `client`', `Set \`${name}\` on createMotherClient() instead, or drop \`client\`.`));
     }
     return options.client;
   }
-  return createMotherClient({
-    baseUrl: options.baseUrl as string,
-    apiKey: options.apiKey as string,
-    apiSecret: options.apiSecret as string,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
-    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
-  });
+  return problems.check(
+    () =>
+      createMotherClient({
+        baseUrl: options.baseUrl as string,
+        apiKey: options.apiKey as string,
+        apiSecret: options.apiSecret as string,
+        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+        ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
+        ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+      }),
+    undefined,
+  );
 }
 
-export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
-  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
-  rejectUnknownOptions('licenseGuard', options, KNOWN);
-  const client = clientFrom(options);
-  const schedule = options.schedule ?? '*/5 * * * *';
+function validSchedule(schedule: unknown): string {
   if (typeof schedule !== 'string' || !cron.validate(schedule)) {
     throw optionError(
       'schedule',
@@ -150,16 +177,37 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
       'Use five or six cron fields, e.g. "*/5 * * * *" for every 5 minutes.',
     );
   }
-  const lockStatus = positiveInteger('lockStatus', options.lockStatus, 503);
+  return schedule;
+}
+
+function validLockStatus(value: unknown): number {
+  const lockStatus = positiveInteger('lockStatus', value, 503);
   if (lockStatus < 400 || lockStatus > 599)
     throw optionError('lockStatus', `must be an HTTP error status from 400 to 599, received ${lockStatus}`, 'Use 503 (the default) or 403.');
-  const defaultColor = options.defaultColor ?? '#334155';
-  if (safeColor(defaultColor, '') !== defaultColor.toLowerCase())
-    throw optionError('defaultColor', `must be #rrggbb, received ${JSON.stringify(defaultColor)}`, 'Use a colour such as "#334155".');
-  const apiPrefix = optionalString('apiPrefix', options.apiPrefix, 'Use a path such as "/api".');
+  return lockStatus;
+}
+
+function validColor(value: unknown): string {
+  const color = value ?? '#334155';
+  if (typeof color !== 'string' || safeColor(color, '') !== color.toLowerCase())
+    throw optionError('defaultColor', `must be #rrggbb, received ${JSON.stringify(color)}`, 'Use a colour such as "#334155".');
+  return color.toLowerCase();
+}
+
+function validApiPrefix(value: unknown): string | undefined {
+  const apiPrefix = optionalString('apiPrefix', value, 'Use a path such as "/api".');
   if (apiPrefix !== undefined && !apiPrefix.startsWith('/'))
     throw optionError('apiPrefix', `must start with "/" (received "${apiPrefix}")`, 'Use a path such as "/api".');
-  const logger = validLogger(options.logger);
+  return apiPrefix?.replace(/\/+$/, '');
+}
+
+/** Validates every option and reports all problems in one TypeError (see OptionProblems). */
+export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
+  const problems = new OptionProblems();
+  rejectUnknownOptions('licenseGuard', options, KNOWN, problems);
+  const client = clientFrom(options, problems);
+  const logger = problems.check(() => validLogger(options.logger), isolateLogger(console));
   let predicateErrorLogged = false;
   // Logged once, not per request: a broken predicate would otherwise flood the log.
   const onPredicateError = (error: unknown) => {
@@ -169,34 +217,51 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
       `panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${error instanceof Error ? error.message : String(error)}`,
     );
   };
-  const retryBaseMs = positiveInteger('retryBaseMs', options.retryBaseMs, 30_000);
-  const retryMaxMs = positiveInteger('retryMaxMs', options.retryMaxMs, 300_000);
+  const retryBaseMs = problems.check(() => positiveInteger('retryBaseMs', options.retryBaseMs, 30_000), 30_000);
+  const retryMaxMs = problems.check(() => positiveInteger('retryMaxMs', options.retryMaxMs, 300_000), 300_000);
   if (retryMaxMs < retryBaseMs)
-    throw optionError('retryMaxMs', `(${retryMaxMs}) is below \`retryBaseMs\` (${retryBaseMs})`, 'Raise `retryMaxMs` or lower `retryBaseMs`.');
-  const stateFile = optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".');
-  if (stateFile !== undefined && typeof client.localMac !== 'function')
-    throw optionError('client', 'has no `localMac()` method, which `stateFile` needs to authenticate the file', 'Pass a client from createMotherClient().');
-  return {
-    client,
-    panelKey: client.panelId,
-    schedule,
-    jitterMs: positiveInteger('jitterMs', options.jitterMs, 30_000, 0),
-    gracePeriodMs: positiveInteger('gracePeriodMs', options.gracePeriodMs, 72 * 60 * 60 * 1000, 0),
+    problems.add(optionError('retryMaxMs', `(${retryMaxMs}) is below \`retryBaseMs\` (${retryBaseMs})`, 'Raise `retryMaxMs` or lower `retryBaseMs`.'));
+  const stateFile = problems.check(
+    () => optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".'),
+    undefined,
+  );
+  if (stateFile !== undefined && client !== undefined && typeof client.localMac !== 'function')
+    problems.add(
+      optionError('client', 'has no `localMac()` method, which `stateFile` needs to authenticate the file', 'Pass a client from createMotherClient().'),
+    );
+  const config = {
+    panelKey: client?.panelId ?? '',
+    schedule: problems.check(() => validSchedule(options.schedule ?? '*/5 * * * *'), ''),
+    jitterMs: problems.check(() => positiveInteger('jitterMs', options.jitterMs, 30_000, 0), 0),
+    gracePeriodMs: problems.check(() => positiveInteger('gracePeriodMs', options.gracePeriodMs, 72 * 60 * 60 * 1000, 0), 0),
     retryBaseMs,
     retryMaxMs,
-    startupTimeoutMs: positiveInteger('startupTimeoutMs', options.startupTimeoutMs, 5000, 0),
+    startupTimeoutMs: problems.check(() => positiveInteger('startupTimeoutMs', options.startupTimeoutMs, 5000, 0), 0),
     stateFile,
-    stateMac: stateFile === undefined ? undefined : (data) => client.localMac('state-file', data),
-    lockStatus,
-    retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300),
-    lockView: optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'),
-    apiPrefix: apiPrefix?.replace(/\/+$/, ''),
-    isAllowed: createAllowMatcher(options.allow, onPredicateError),
-    defaults: { name: optionalString('defaultName', options.defaultName, 'Pass a display name.') ?? 'Panel', color: defaultColor.toLowerCase() },
-    now: optionalFunction<() => number>('now', options.now) ?? Date.now,
-    random: optionalFunction<() => number>('random', options.random) ?? Math.random,
+    stateMac: stateFile === undefined || client === undefined ? undefined : (data: string) => client.localMac('state-file', data),
+    lockStatus: problems.check(() => validLockStatus(options.lockStatus), 503),
+    retryAfterSeconds: problems.check(() => positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300), 300),
+    lockView: problems.check(() => optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'), undefined),
+    apiPrefix: problems.check(() => validApiPrefix(options.apiPrefix), undefined),
+    isAllowed: problems.check(
+      () => createAllowMatcher(options.allow, onPredicateError),
+      () => false,
+    ),
+    defaults: {
+      name: problems.check(() => optionalString('defaultName', options.defaultName, 'Pass a display name.'), undefined) ?? 'Panel',
+      color: problems.check(() => validColor(options.defaultColor), '#334155'),
+    },
+    publicMessage: problems.check(
+      () => publicMessageFrom(options.publicMessage, logger),
+      () => '',
+    ),
+    supportContact: problems.check(() => supportContactFrom(options.supportContact), undefined),
+    now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
+    random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     logger,
   };
+  problems.throwIfAny('licenseGuard');
+  return { client: client as MotherClient, ...config };
 }
 
 function validLogger(logger: unknown): GuardLogger {

@@ -1,6 +1,7 @@
 // The built-in locked page: self-contained (inline CSS, nothing fetched but the panel's own logo).
 import type { Branding } from './branding.js';
 import { escapeHtml } from './html.js';
+import type { SupportContact } from './public-message.js';
 
 /** Picks black or white text for the best contrast on the brand colour (WCAG relative luminance). */
 function textOn(hex: string): string {
@@ -14,7 +15,9 @@ function textOn(hex: string): string {
 
 export interface LockPageInput {
   branding: Branding;
-  reason: string;
+  /** The public message (never the operator's reason unless `publicMessage` chose to show it). */
+  message: string;
+  supportContact: SupportContact | undefined;
   /** Seconds until the next check, shown as a hint; the page also refreshes itself then. */
   retryAfterSeconds: number;
 }
@@ -23,8 +26,11 @@ export interface LockPageInput {
  * Renders the page once per verdict. `branding.color` is already `#rrggbb` (validated), so it
  * is safe inside CSS; every text value is HTML-escaped.
  */
-export function renderLockPage({ branding, reason, retryAfterSeconds }: LockPageInput): string {
+export function renderLockPage({ branding, message, supportContact, retryAfterSeconds }: LockPageInput): string {
   const name = escapeHtml(branding.name);
+  const contact = supportContact
+    ? `<p id="lock-contact">Need help? Contact <a href="${escapeHtml(supportContact.href)}">${escapeHtml(supportContact.text)}</a>.</p>\n`
+    : '';
   const logo = branding.logoUrl ? `<img class="logo" src="${escapeHtml(branding.logoUrl)}" alt="" referrerpolicy="no-referrer">` : '';
   return `<!doctype html>
 <html lang="en">
@@ -44,17 +50,17 @@ header { background: var(--brand); color: var(--on-brand); padding: 1.25rem 1.5r
 .logo { height: 2.5rem; max-width: 8rem; object-fit: contain; }
 h1 { font-size: 1.25rem; margin: 0; }
 section { padding: 1.5rem; }
-.reason { background: #fafafa; border-left: 4px solid var(--brand); padding: .75rem 1rem; margin: 1rem 0; overflow-wrap: anywhere; }
+.message { font-weight: 600; background: #fafafa; border-left: 4px solid var(--brand); padding: .75rem 1rem; margin: 1rem 0; overflow-wrap: anywhere; }
 small { color: #52525b; }
+a { color: inherit; }
 </style>
 </head>
 <body>
 <main>
 <header>${logo}<h1>${name}</h1></header>
 <section>
-<p><strong>This panel is temporarily unavailable.</strong></p>
-<p class="reason" id="lock-reason">${escapeHtml(reason)}</p>
-<p><small>Access is restored automatically as soon as the license is active again. This page checks back by itself.</small></p>
+<p class="message" id="lock-message">${escapeHtml(message)}</p>
+${contact}<p><small>This page checks back by itself and shows the panel again as soon as it is available.</small></p>
 </section>
 </main>
 </body>

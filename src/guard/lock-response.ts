@@ -27,7 +27,14 @@ function renderView(req: Request, config: GuardConfig, snapshot: GuardSnapshot, 
   if (lock.renderedView !== undefined) return Promise.resolve(lock.renderedView);
   // app.render uses app.locals plus what we pass, never per-request res.locals, so the
   // result is the same for every request of this verdict and can be reused.
-  const locals = { branding: snapshot.branding, license: snapshot.license, reason: lock.reason };
+  const locals = {
+    branding: snapshot.branding,
+    license: snapshot.license,
+    message: lock.message,
+    supportContact: config.supportContact ?? null,
+    reason: lock.reason,
+    retryAfterSeconds: config.retryAfterSeconds,
+  };
   return new Promise((resolve, reject) => {
     req.app.render(config.lockView as string, locals, (error: Error | null, html?: string) => {
       if (error || html === undefined) reject(error ?? new Error('lockView rendered nothing'));

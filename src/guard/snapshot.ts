@@ -31,7 +31,10 @@ export interface GuardSnapshot {
 }
 
 export interface LockBodies {
+  /** Operator-facing: the mother's reason, or the guard's. Passed to `lockView` as `reason`. */
   readonly reason: string;
+  /** User-facing: what the page and the JSON say (`publicMessage`). */
+  readonly message: string;
   readonly htmlBytes: Buffer;
   readonly jsonBytes: Buffer;
   readonly csp: string;
@@ -65,12 +68,15 @@ export function buildSnapshot(
   });
   let lock: LockBodies | undefined;
   if (state === 'locked' || state === 'pending') {
-    const shownReason = cleanReason ?? (state === 'pending' ? 'License not verified yet' : 'This panel is locked.');
-    const html = renderLockPage({ branding, reason: shownReason, retryAfterSeconds: config.retryAfterSeconds });
+    const operatorReason = cleanReason ?? (state === 'pending' ? 'License not verified yet' : 'This panel is locked.');
+    const message = config.publicMessage({ state, reason: cleanReason, status: license.status, billingType: license.billingType });
+    const html = renderLockPage({ branding, message, supportContact: config.supportContact, retryAfterSeconds: config.retryAfterSeconds });
+    const error = state === 'pending' ? 'license_pending' : 'panel_locked';
     lock = {
-      reason: shownReason,
+      reason: operatorReason,
+      message,
       htmlBytes: Buffer.from(html, 'utf8'),
-      jsonBytes: Buffer.from(JSON.stringify({ ok: false, error: state === 'pending' ? 'license_pending' : 'panel_locked', reason: shownReason }), 'utf8'),
+      jsonBytes: Buffer.from(JSON.stringify({ ok: false, error, message }), 'utf8'),
       csp: lockPageCsp(branding),
     };
   }

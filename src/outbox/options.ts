@@ -1,7 +1,7 @@
 // Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
 import type { ReleaseResponse } from '../client/license-response.js';
 import { isolateLogger } from '../logger.js';
-import { optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import type { OutboxLogger } from './events.js';
 import type { OutboxStore } from './store.js';
 
@@ -117,51 +117,54 @@ function resolveLogger(value: unknown): OutboxLogger {
   return isolateLogger(logger as OutboxLogger);
 }
 
-/** Validates everything up front: a misspelt or impossible option fails at start-up, not at 3 a.m. */
+/** Validates everything up front: a misspelt or impossible option fails at start-up, not at 3 a.m. All problems at once. */
 export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOutboxConfig {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { client, file: "./data/outbox.db" }.');
-  rejectUnknownOptions('createReleaseOutbox', options, KNOWN);
+  const problems = new OptionProblems();
+  rejectUnknownOptions('createReleaseOutbox', options, KNOWN, problems);
   const { client } = options as { client?: unknown };
   if (typeof (client as Partial<ReleaseSender> | null | undefined)?.pushSerializedRelease !== 'function') {
-    throw optionError(
-      'client',
-      'must be a mother client (an object with `pushSerializedRelease()`)',
-      'Pass createMotherClient({ baseUrl, apiKey, apiSecret }).',
+    problems.add(
+      optionError('client', 'must be a mother client (an object with `pushSerializedRelease()`)', 'Pass createMotherClient({ baseUrl, apiKey, apiSecret }).'),
     );
   }
-  const concurrency = positiveInteger('concurrency', options.concurrency, 4);
+  const concurrency = problems.check(() => positiveInteger('concurrency', options.concurrency, 4), 4);
   if (concurrency > MAX_CONCURRENCY)
-    throw optionError('concurrency', `must be at most ${MAX_CONCURRENCY}, received ${concurrency}`, 'A handful of parallel pushes is plenty; try 4.');
-  const baseDelayMs = positiveInteger('baseDelayMs', options.baseDelayMs, 1000);
-  const maxDelayMs = positiveInteger('maxDelayMs', options.maxDelayMs, 15 * 60_000);
+    problems.add(optionError('concurrency', `must be at most ${MAX_CONCURRENCY}, received ${concurrency}`, 'A handful of parallel pushes is plenty; try 4.'));
+  const baseDelayMs = problems.check(() => positiveInteger('baseDelayMs', options.baseDelayMs, 1000), 1000);
+  const maxDelayMs = problems.check(() => positiveInteger('maxDelayMs', options.maxDelayMs, 15 * 60_000), 15 * 60_000);
   if (maxDelayMs < baseDelayMs)
-    throw optionError('maxDelayMs', `(${maxDelayMs}) is below \`baseDelayMs\` (${baseDelayMs})`, 'Raise `maxDelayMs` or lower `baseDelayMs`.');
+    problems.add(optionError('maxDelayMs', `(${maxDelayMs}) is below \`baseDelayMs\` (${baseDelayMs})`, 'Raise `maxDelayMs` or lower `baseDelayMs`.'));
   if (options.autoStart !== undefined && typeof options.autoStart !== 'boolean') {
-    throw optionError('autoStart', `must be true or false, received ${JSON.stringify(options.autoStart)}`, 'Leave it out to start at once.');
+    problems.add(optionError('autoStart', `must be true or false, received ${JSON.stringify(options.autoStart)}`, 'Leave it out to start at once.'));
   }
-  const leaseMs = positiveInteger('leaseMs', options.leaseMs, 60_000);
-  const pushTimeoutMs = (client as ReleaseSender).timeoutMs;
+  const leaseMs = problems.check(() => positiveInteger('leaseMs', options.leaseMs, 60_000), 60_000);
+  const pushTimeoutMs = (client as ReleaseSender | undefined)?.timeoutMs;
   // A lease that can run out while its push is still in flight (or before its outcome is
   // recorded) would let a second worker send the same release: the lease must cover both.
-  if (pushTimeoutMs !== undefined && leaseMs < pushTimeoutMs + LEASE_MARGIN_MS) {
-    throw optionError(
-      'leaseMs',
-      `(${leaseMs}) must exceed the client's \`timeoutMs\` (${pushTimeoutMs}) by at least ${LEASE_MARGIN_MS} ms, the time allowed to record the outcome`,
-      `Set \`leaseMs\` to ${pushTimeoutMs + LEASE_MARGIN_MS} or more, or lower the client's \`timeoutMs\`.`,
+  if (typeof pushTimeoutMs === 'number' && leaseMs < pushTimeoutMs + LEASE_MARGIN_MS) {
+    problems.add(
+      optionError(
+        'leaseMs',
+        `(${leaseMs}) must exceed the client's \`timeoutMs\` (${pushTimeoutMs}) by at least ${LEASE_MARGIN_MS} ms, the time allowed to record the outcome`,
+        `Set \`leaseMs\` to ${pushTimeoutMs + LEASE_MARGIN_MS} or more, or lower the client's \`timeoutMs\`.`,
+      ),
     );
   }
-  return {
+  const config: ResolvedOutboxConfig = {
     client: client as ReleaseSender,
-    storeSource: resolveStoreSource(options.file, options.store),
+    storeSource: problems.check(() => resolveStoreSource(options.file, options.store), { kind: 'memory' }),
     concurrency,
     baseDelayMs,
     maxDelayMs,
-    authRetryDelayMs: positiveInteger('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000),
+    authRetryDelayMs: problems.check(() => positiveInteger('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000), 0),
     leaseMs,
-    pollIntervalMs: positiveInteger('pollIntervalMs', options.pollIntervalMs, 1000),
-    now: optionalFunction<() => number>('now', options.now) ?? Date.now,
-    random: optionalFunction<() => number>('random', options.random) ?? Math.random,
+    pollIntervalMs: problems.check(() => positiveInteger('pollIntervalMs', options.pollIntervalMs, 1000), 0),
+    now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
+    random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     autoStart: options.autoStart ?? true,
-    logger: resolveLogger(options.logger),
+    logger: problems.check(() => resolveLogger(options.logger), isolateLogger(console)),
   };
+  problems.throwIfAny('createReleaseOutbox');
+  return config;
 }
