@@ -14,7 +14,7 @@ export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
   const guard = licenseGuard({
     client,
-    allow: ['/healthz', '/static'],
+    allow: ['/healthz'],
     apiPrefix: '/api',
     lockView: 'locked',
     ...(config.stateFile ? { stateFile: config.stateFile } : {}),
@@ -28,8 +28,9 @@ export function createPanelApp(config) {
   app.set('views', here('./views'));
   app.set('view engine', 'ejs');
 
-  // Served while locked too (allow list): the lock view and the logo need them.
-  app.use('/static', express.static(here('./public'), { maxAge: '1h' }));
+  // Mounted before the guard, so served while locked too (the lock view and the logo need them);
+  // fallthrough: false makes a miss a 404 instead of passing the request on to protected routes.
+  app.use('/static', express.static(here('./public'), { maxAge: '1h', fallthrough: false }));
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true, license: guard.status() });
   });

@@ -77,17 +77,23 @@ export class RedirectRefusedError extends MotherError {
   }
 }
 
+/**
+ * No complete answer in time. `status` is set when the status line had arrived before the body
+ * stalled: a 2xx status means the mother accepted the request.
+ */
 export class TimeoutError extends MotherError {
   override name = 'TimeoutError';
-  constructor(timeoutMs: number, cause?: unknown) {
-    super('TIMEOUT', `The mother did not answer within ${timeoutMs} ms.`, { retryable: true, cause });
+  constructor(timeoutMs: number, cause?: unknown, status?: number) {
+    const what = status === undefined ? 'did not answer' : `sent HTTP ${status} but not its whole body`;
+    super('TIMEOUT', `The mother ${what} within ${timeoutMs} ms.`, { retryable: true, cause, ...(status === undefined ? {} : { status }) });
   }
 }
 
+/** The connection failed. `status` is set when it broke after the status line (see TimeoutError). */
 export class NetworkError extends MotherError {
   override name = 'NetworkError';
-  constructor(message: string, cause?: unknown) {
-    super('NETWORK', message, { retryable: true, cause });
+  constructor(message: string, cause?: unknown, status?: number) {
+    super('NETWORK', message, { retryable: true, cause, ...(status === undefined ? {} : { status }) });
   }
 }
 

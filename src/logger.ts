@@ -14,7 +14,9 @@ export interface Logger {
 export function isolateLogger(logger: Logger): Logger {
   const call = (method: 'warn' | 'error', message: string, details: unknown[]) => {
     try {
-      logger[method](message, ...details);
+      const result: unknown = logger[method](message, ...details);
+      // An async logger's rejection would otherwise surface as an unhandled rejection.
+      if (typeof (result as Promise<unknown> | undefined)?.catch === 'function') (result as Promise<unknown>).catch(() => {});
     } catch {
       // Nowhere left to report it: dropping one log line is the only safe choice.
     }
@@ -23,4 +25,17 @@ export function isolateLogger(logger: Logger): Logger {
     warn: (message, ...details) => call('warn', message, details),
     error: (message, ...details) => call('error', message, details),
   };
+}
+
+/**
+ * A message for anything thrown, and never a throw itself: user code may throw values whose
+ * `String()` throws (`Object.create(null)`), and that must not escape the code isolating it.
+ */
+export function describeError(error: unknown): string {
+  try {
+    if (error instanceof Error) return String(error.message);
+    return typeof error === 'string' ? error : String(error);
+  } catch {
+    return 'a thrown value that cannot be shown';
+  }
 }

@@ -3,9 +3,10 @@
 // Invisible or layout-changing characters, by Unicode property rather than a hand list (which
 // missed U+2060, U+061C, U+00AD, tag characters and U+2028): controls (Cc), format characters
 // (Cf: zero-width, bidi overrides, soft hyphen, tags), line/paragraph separators (Zl, Zp),
-// private-use (Co) and lone surrogates (Cs), plus the Hangul fillers and the braille blank,
-// which are letters or symbols that render as nothing.
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\u115f\u1160\u3164\uffa0\u2800]/gu;
+// private-use (Co) and lone surrogates (Cs), every Default_Ignorable_Code_Point (variation
+// selectors, the combining grapheme joiner, Hangul fillers, unassigned ignorables), and the
+// braille blank, a symbol that renders as nothing.
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Default_Ignorable_Code_Point}\u2800]/gu;
 const WHITESPACE_RUN = /\s+/g;
 
 /**
@@ -67,4 +68,14 @@ export function escapeControls(value: string): string {
 /** Like escapeControls, but keeps newlines and tabs (multi-line output such as usage text). */
 export function escapeControlsKeepLines(value: string): string {
   return value.replace(TERMINAL_UNSAFE, (char) => (char === '\n' || char === '\t' ? char : visibleEscape(char)));
+}
+
+/**
+ * JSON for one terminal line: what escapeControls would turn into `\x..` (invalid JSON) is
+ * written as JSON `\uXXXX` escapes instead, so the output parses and a terminal shows it inert.
+ */
+export function jsonLine(value: unknown): string {
+  return JSON.stringify(value).replace(TERMINAL_UNSAFE, (char) =>
+    [...Array(char.length).keys()].map((i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+  );
 }

@@ -2,12 +2,12 @@ import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { canonicalPath, createAllowMatcher, resolvedPath } from '../src/guard/allow-list.js';
 
-const req = (url: string) => ({ url, originalUrl: url }) as unknown as IncomingMessage & { originalUrl: string };
+const req = (url: string, method = 'GET') => ({ url, originalUrl: url, method }) as unknown as IncomingMessage & { originalUrl: string };
 
 describe('createAllowMatcher()', () => {
-  const allowed = createAllowMatcher(['/healthz', '/static/']);
+  const allowed = createAllowMatcher(['/healthz', '/static/*']);
 
-  it('allows the prefixes and what is below them', () => {
+  it('allows a path exactly and a /* rule with what is below it', () => {
     for (const url of [
       '/healthz',
       '/healthz/',
@@ -54,9 +54,25 @@ describe('createAllowMatcher()', () => {
       '/%73%74%61%74%69%63/a',
       '/STATIC/app.css',
       'http://host/healthz',
+      // An exact rule does not open what sits below it (parameter routes, catch-alls).
+      '/healthz/dashboard',
+      '/healthz/x/y/z',
+      '/healthz/;/dashboard',
     ]) {
       expect(allowed(req(url)), url).toBe(false);
     }
+  });
+
+  it('allows reads by default and other methods only when a rule names them', () => {
+    expect(allowed(req('/healthz', 'HEAD'))).toBe(true);
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) expect(allowed(req('/healthz', method)), method).toBe(false);
+    const hooks = createAllowMatcher(['POST /hooks/pay', 'GET,POST /api/ping', '* /public/*']);
+    expect(hooks(req('/hooks/pay', 'POST'))).toBe(true);
+    expect(hooks(req('/hooks/pay', 'GET'))).toBe(false);
+    expect(hooks(req('/api/ping', 'POST'))).toBe(true);
+    expect(hooks(req('/api/ping', 'DELETE'))).toBe(false);
+    expect(hooks(req('/public/a/b', 'DELETE'))).toBe(true);
+    expect(() => createAllowMatcher(['post /x'])).toThrow(/invalid path rule "post \/x"/);
   });
 
   it('accepts predicates', () => {
@@ -80,9 +96,10 @@ describe('createAllowMatcher()', () => {
   });
 
   it('refuses prefixes a raw path can never carry', () => {
-    for (const bad of ['healthz', '/a b', '/%73tatic', '/a/../b', '/caf\u00e9', '/a?b', '//a']) {
-      expect(() => createAllowMatcher([bad]), bad).toThrow(/`allow` has an invalid path prefix/);
+    for (const bad of ['healthz', '/a b', '/%73tatic', '/a/../b', '/caf\u00e9', '/a?b', '//a', '/*', '/a/*/b', '/a*']) {
+      expect(() => createAllowMatcher([bad]), bad).toThrow(/`allow` has an invalid path rule/);
     }
+    expect(() => createAllowMatcher(['/static/'])).toThrow(/ambiguous rule "\/static\/". Write "\/static" for that path only, or "\/static\/\*"/);
   });
 });
 

@@ -75,6 +75,14 @@ describe('brandingFrom()', () => {
       ['U+009B CSI (C1)', '\u009b'],
       ['U+E000 private use', '\ue000'],
       ['U+2800 braille blank', '\u2800'],
+      ['U+034F combining grapheme joiner', '\u034f'],
+      ['U+FE00 variation selector 1', '\ufe00'],
+      ['U+E0100 variation selector 17', '\u{e0100}'],
+      ['U+180B Mongolian free variation selector', '\u180b'],
+      ['U+17B4 Khmer vowel inherent aq', '\u17b4'],
+      ['U+2065 (unassigned, ignorable)', '\u2065'],
+      ['U+FFF0 (unassigned, ignorable)', '\ufff0'],
+      ['U+E0080 (unassigned tag)', '\u{e0080}'],
     ];
     for (const [what, char] of invisible) {
       expect(brandingFrom({ name: `Be${char}ats` }, defaults).name, what).toBe('Beats');

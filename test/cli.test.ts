@@ -38,6 +38,12 @@ describe('panel-license', () => {
         const { io, out } = fakeIo(env());
         expect(await main(['check', '--json'], io)).toBe(EXIT.inactive);
         expect(JSON.parse(out[0] ?? '')).toMatchObject({ ok: true, active: false, reason: 'Unpaid' });
+        // Control and format characters in mother text: still valid JSON, and inert on a terminal.
+        emulator.setPanel(API_KEY, { active: false, reason: 'Overdue\u200b invoice \u007f\u001b[2J' });
+        const odd = fakeIo(env());
+        expect(await main(['check', '--json'], odd.io)).toBe(EXIT.inactive);
+        expect(JSON.parse(odd.out[0] ?? '').reason).toBe('Overdue\u200b invoice \u007f\u001b[2J');
+        expect(odd.out[0]).not.toMatch(/[\p{Cc}\p{Cf}]/u);
       } finally {
         emulator.setPanel(API_KEY, { active: true, reason: null });
       }

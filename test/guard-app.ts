@@ -32,7 +32,7 @@ export function guardedApp(express: ExpressFactory, emulator: MotherEmulator, op
     baseUrl: emulator.url,
     apiKey: API_KEY,
     apiSecret: API_SECRET,
-    allow: ['/healthz', '/static'],
+    allow: ['/healthz', '/static/*'],
     apiPrefix: '/api',
     jitterMs: 0,
     logger: silentLogger,

@@ -251,7 +251,9 @@ describe('createMotherClient()', () => {
     it('redacts our key and signature from mother text it keeps', async () => {
       // A proxy whose error page echoes the request headers, as some do.
       const echo = await rawServer((req, res) => {
-        const error = `Bad gateway for ${req.headers['x-api-key']} signed ${req.headers['x-signature']} at ${req.headers['x-timestamp']}`;
+        const key = String(req.headers['x-api-key']);
+        const hidden = `${key.slice(0, 3)}\u200b${key.slice(3)}`;
+        const error = `Bad gateway for ${req.headers['x-api-key']} (${hidden}) signed sig_${req.headers['x-signature']} at ${req.headers['x-timestamp']}`;
         res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error }));
       });
       try {
@@ -266,7 +268,7 @@ describe('createMotherClient()', () => {
           },
         });
         const error = await failure(client.checkLicense());
-        expect(error.message).toMatch(/^The mother answered HTTP 502: Bad gateway for \[api key\] signed \[redacted\] at \d+$/);
+        expect(error.message).toMatch(/^The mother answered HTTP 502: Bad gateway for \[api key\] \(\[api key\]\) signed sig_\[redacted\] at \d+$/);
         expect(signatures).toHaveLength(1);
         expect(error.message).not.toContain(signatures[0]);
         expect(error.message).not.toContain(API_KEY);

@@ -1,4 +1,7 @@
+import http, { type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createMotherClient } from '../src/client/mother-client.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import type { DeliveredEvent } from '../src/outbox/events.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
@@ -77,4 +80,46 @@ describe('the release outbox', () => {
     const error = await failure(client.pushRelease({ title: 'Slow twice' }));
     expect(error).toMatchObject({ code: 'TIMEOUT' });
   });
+});
+
+describe('a 2xx whose body never fully arrives', () => {
+  for (const [what, finish] of [
+    ['the connection resets after the status line', (res: ServerResponse) => res.socket?.destroy()],
+    ['the body stalls until the timeout', (_res: ServerResponse) => {}],
+  ] as const) {
+    it(`is recorded as delivered, not resent, when ${what}`, async () => {
+      let posts = 0;
+      const server = http.createServer((req, res) => {
+        req.resume();
+        posts++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"ok":true,');
+        setTimeout(() => finish(res), 20);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as AddressInfo;
+      const client = createMotherClient({ baseUrl: `http://127.0.0.1:${port}/api`, apiKey: 'pk', apiSecret: 'sk', timeoutMs: 500 });
+      const outbox = createReleaseOutbox({
+        client,
+        file: ':memory:',
+        baseDelayMs: 10,
+        maxDelayMs: 20,
+        pollIntervalMs: 10,
+        logger: { warn: vi.fn(), error: vi.fn() },
+      });
+      opened.push(outbox);
+      const delivered: DeliveredEvent[] = [];
+      outbox.on('delivered', (event) => delivered.push(event));
+      try {
+        await outbox.enqueue({ title: 'Half an answer' });
+        expect(await outbox.drain({ signal: AbortSignal.timeout(10_000) })).toMatchObject({ delivered: 1, pending: 0 });
+        await new Promise((r) => setTimeout(r, 300));
+        expect(posts).toBe(1);
+        expect(delivered[0]).toMatchObject({ releaseId: undefined, unconfirmed: expect.stringMatching(/HTTP 200/) });
+      } finally {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      }
+    });
+  }
 });

@@ -1,6 +1,6 @@
 // `panel-license check`: one license check, human or JSON output, exit code by verdict.
 import { MotherError } from '../errors.js';
-import { cleanText } from '../text.js';
+import { cleanText, jsonLine } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags } from './io.js';
 
 const USAGE = `Usage: panel-license check [options]
@@ -18,8 +18,7 @@ export async function runCheck(args: string[], io: Io): Promise<number> {
   const client = clientFromFlags(values, io.env, USAGE);
   try {
     const answer = await client.checkLicense();
-    if (values.json)
-      io.out(JSON.stringify({ ok: true, active: answer.active, reason: answer.reason, panel: answer.panel, server_time: answer.server_time ?? null }));
+    if (values.json) io.out(jsonLine({ ok: true, active: answer.active, reason: answer.reason, panel: answer.panel, server_time: answer.server_time ?? null }));
     else {
       // Remote text on a terminal: strip control characters (no ANSI escapes from the mother).
       const name = cleanText(answer.panel.name, 80) ?? '(unnamed panel)';
@@ -30,7 +29,7 @@ export async function runCheck(args: string[], io: Io): Promise<number> {
     return answer.active ? EXIT.ok : EXIT.inactive;
   } catch (error) {
     if (!(error instanceof MotherError)) throw error;
-    if (values.json) io.out(JSON.stringify({ ok: false, error: error.code, message: error.message }));
+    if (values.json) io.out(jsonLine({ ok: false, error: error.code, message: error.message }));
     else io.err(`ERROR   ${error.code}: ${error.message}`);
     return EXIT.unreachable;
   }

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxState } from '../outbox/store.js';
-import { escapeControls } from '../text.js';
+import { escapeControls, jsonLine } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
 import { DEFAULT_OUTBOX_FILE } from './push.js';
 
@@ -72,7 +72,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   try {
     const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit });
     if (values.json) {
-      io.out(JSON.stringify(rows));
+      io.out(jsonLine(rows));
       return EXIT.ok;
     }
     const stats = await outbox.stats();

@@ -58,6 +58,9 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
   if (options.signal?.aborted) abortFromOutside();
   options.signal?.addEventListener('abort', abortFromOutside, { once: true });
   const sentAtMs = options.nowMs();
+  // Known once the status line is in: an error while reading the body then keeps it, since a
+  // 2xx means the mother accepted the request even if we never read its answer.
+  let status: number | undefined;
   try {
     const response = await options.fetch(options.url, {
       method: 'POST',
@@ -69,6 +72,7 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
       redirect: 'manual',
       signal: controller.signal,
     });
+    status = response.status;
     if (response.status >= 300 && response.status < 400) {
       await response.body?.cancel().catch(() => {});
       throw new RedirectRefusedError(response.status);
@@ -76,11 +80,14 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
     const text = await readCapped(response, options.maxResponseBytes, response.status);
     return { status: response.status, headers: response.headers, text, sentAtMs, receivedAtMs: options.nowMs() };
   } catch (error) {
+    // Our own timer aborted the body read: say that the status line had arrived.
+    if (error instanceof TimeoutError && error.status === undefined && status !== undefined) throw new TimeoutError(timeoutMs, undefined, status);
     if (error instanceof MotherError) throw error;
-    if (controller.signal.aborted) throw new TimeoutError(timeoutMs, error);
+    if (controller.signal.aborted && !options.signal?.aborted) throw new TimeoutError(timeoutMs, error, status);
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
     const detail = cause instanceof Error ? cause.message : String(cause);
-    throw new NetworkError(`Could not reach the mother: ${detail}`, error);
+    const what = status === undefined ? 'Could not reach the mother' : `The connection broke while reading the mother's HTTP ${status} answer`;
+    throw new NetworkError(`${what}: ${detail}`, error, status);
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', abortFromOutside);

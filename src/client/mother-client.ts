@@ -80,15 +80,18 @@ function parseJson(raw: RawResponse): unknown {
   }
 }
 
-// Anything shaped like an HMAC-SHA256 in hex: our signature, or one echoed from an earlier request.
-const HEX_DIGEST = /\b[0-9a-f]{64}\b/gi;
+// Anything shaped like an HMAC-SHA256 in hex, wherever it sits (`sig_<hex>`, `sha256=<hex>`):
+// our signature, or one echoed from an earlier request.
+const HEX_DIGEST = /[0-9a-f]{64}/gi;
 
 /**
  * Mother text we keep (errors, logs, `lastError`, CLI output) may echo our request headers, as a
  * proxy's error page can: the API key and anything shaped like a signature are cut out.
  */
 export function redactMotherText(text: string, apiKey: string): string {
-  return text.replaceAll(apiKey, '[api key]').replace(HEX_DIGEST, '[redacted]');
+  // Invisible characters first, so `pk_te\u200bst` cannot hide the key from the match.
+  const visible = cleanText(text, Number.POSITIVE_INFINITY) ?? '';
+  return visible.replaceAll(apiKey, '[api key]').replace(HEX_DIGEST, '[redacted]');
 }
 
 /** Turns a non-2xx answer into the error class of its kind. */

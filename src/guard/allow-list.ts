@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import { optionError } from '../options.js';
 
-/** A path prefix such as `/healthz`, or a predicate over the request. */
+/** A path (`/healthz`), everything under a path (`/static/*`), or a predicate over the request. */
 export type AllowRule = string | ((req: IncomingMessage & { path?: string }) => boolean);
 
 export type AllowMatcher = (req: IncomingMessage & { path?: string; originalUrl?: string }) => boolean;
@@ -49,20 +49,52 @@ export function underPrefix(path: string, prefix: string): boolean {
   return path === prefix || path.startsWith(`${prefix}/`);
 }
 
-// Characters a raw path carries unencoded (RFC 3986 pchar without `%`): a prefix with anything
+// Characters a raw path carries unencoded (RFC 3986 pchar without `%`): a rule with anything
 // else could never equal a raw path, so it is refused rather than silently never matching.
-const RAW_PREFIX = /^(?:\/[A-Za-z0-9\-._~!$&'()*+,;=:@]+)+$/;
+const RAW_PATH = /^(?:\/[A-Za-z0-9\-._~!$&'()*+,;=:@]+)+$/;
 
-function validatePrefix(prefix: string): string {
-  const trimmed = prefix.replace(/\/+$/, '');
-  if (!RAW_PREFIX.test(trimmed) || canonicalPath(trimmed) !== trimmed) {
+/** A string rule: one path (`/healthz`), or everything under one (`/static/*`), for some methods. */
+interface PathRule {
+  path: string;
+  subtree: boolean;
+  /** Upper-case methods, or null for any method (`* /path`). */
+  methods: readonly string[] | null;
+}
+
+// Reads are allowed by default; a path that takes writes while locked must say so (`POST /hook`),
+// so that a POST cannot fall through an allowed path into a catch-all route.
+const DEFAULT_METHODS = ['GET', 'HEAD'];
+const METHOD_RULE = /^([A-Z]+(?:,[A-Z]+)*|\*) (.*)$/;
+
+function parsePathRule(text: string): PathRule {
+  const withMethod = METHOD_RULE.exec(text);
+  const methods = withMethod ? (withMethod[1] === '*' ? null : (withMethod[1] ?? '').split(',')) : DEFAULT_METHODS;
+  const rule = withMethod ? (withMethod[2] ?? '') : text;
+  const subtree = rule.endsWith('/*');
+  const path = subtree ? rule.slice(0, -2) : rule;
+  if (!subtree && rule.length > 1 && rule.endsWith('/')) {
+    const bare = rule.replace(/\/+$/, '');
+    throw optionError('allow', `has an ambiguous rule ${JSON.stringify(text)}`, `Write "${bare}" for that path only, or "${bare}/*" for everything under it.`);
+  }
+  if (!RAW_PATH.test(path) || path.includes('*') || canonicalPath(path) !== path) {
     throw optionError(
       'allow',
-      `has an invalid path prefix ${JSON.stringify(prefix)}`,
-      'Use absolute, unencoded, already-normalized prefixes such as "/healthz" or "/static".',
+      `has an invalid path rule ${JSON.stringify(text)}`,
+      'Use absolute, unencoded, already-normalized paths such as "/healthz", "/static/*" for everything under /static, or "POST /hooks/pay" for other methods.',
     );
   }
-  return trimmed;
+  return { path, subtree, methods };
+}
+
+/**
+ * `/healthz` allows `/healthz` and `/healthz/` only: an allowed path must not open the routes
+ * that happen to sit below it (`/healthz/dashboard` reaching `/:section/dashboard`, or a
+ * catch-all). `/static/*` allows everything under `/static`, whichever handler answers it.
+ */
+function matchesRule(method: string, path: string, rule: PathRule): boolean {
+  if (rule.methods !== null && !rule.methods.includes(method)) return false;
+  if (path === rule.path || path === `${rule.path}/`) return true;
+  return rule.subtree && path.startsWith(`${rule.path}/`);
 }
 
 /**
@@ -71,14 +103,14 @@ function validatePrefix(prefix: string): string {
  */
 export function createAllowMatcher(rules: AllowRule | readonly AllowRule[] | undefined, onPredicateError: (error: unknown) => void = () => {}): AllowMatcher {
   const list = rules === undefined ? [] : Array.isArray(rules) ? rules : [rules];
-  const prefixes: string[] = [];
+  const paths: PathRule[] = [];
   const predicates: Exclude<AllowRule, string>[] = [];
   for (const rule of list as AllowRule[]) {
-    if (typeof rule === 'string') prefixes.push(validatePrefix(rule));
+    if (typeof rule === 'string') paths.push(parsePathRule(rule));
     else if (typeof rule === 'function') predicates.push(rule);
-    else throw optionError('allow', `must hold path prefixes or predicates, received ${typeof rule}`, 'Pass e.g. ["/healthz", "/static"] or (req) => boolean.');
+    else throw optionError('allow', `must hold paths or predicates, received ${typeof rule}`, 'Pass e.g. ["/healthz", "/static/*"] or (req) => boolean.');
   }
-  if (prefixes.length === 0 && predicates.length === 0) return () => false;
+  if (paths.length === 0 && predicates.length === 0) return () => false;
   const predicateAllows = (req: Parameters<AllowMatcher>[0], predicate: Exclude<AllowRule, string>): boolean => {
     try {
       return predicate(req) === true;
@@ -92,7 +124,8 @@ export function createAllowMatcher(rules: AllowRule | readonly AllowRule[] | und
     const path = canonicalPath(req.originalUrl ?? req.url ?? '/');
     // Case-sensitive although Express routes case-insensitively: `/STATIC/x` is locked, which
     // over-locks (the safe side) and never lets a request reach a mount it does not match.
-    if (path !== null && prefixes.some((prefix) => underPrefix(path, prefix))) return true;
+    const method = req.method ?? 'GET';
+    if (path !== null && paths.some((rule) => matchesRule(method, path, rule))) return true;
     return predicates.some((predicate) => predicateAllows(req, predicate));
   };
 }

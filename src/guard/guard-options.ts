@@ -2,7 +2,7 @@
 import cron from 'node-cron';
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
-import { isolateLogger, type Logger } from '../logger.js';
+import { describeError, isolateLogger, type Logger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { safeColor } from './branding.js';
@@ -213,9 +213,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const onPredicateError = (error: unknown) => {
     if (predicateErrorLogged) return;
     predicateErrorLogged = true;
-    logger.error(
-      `panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${error instanceof Error ? error.message : String(error)}`,
-    );
+    logger.error(`panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${describeError(error)}`);
   };
   const retryBaseMs = problems.check(() => positiveInteger('retryBaseMs', options.retryBaseMs, 30_000), 30_000);
   const retryMaxMs = problems.check(() => positiveInteger('retryMaxMs', options.retryMaxMs, 300_000), 300_000);

@@ -1,8 +1,10 @@
 // Applies check outcomes to the license state, keeps the verdict cache and reports changes.
+
 import { EventEmitter } from 'node:events';
 import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
+import { describeError } from '../logger.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
@@ -216,18 +218,23 @@ export class LicenseMonitor extends EventEmitter {
     return { state, verdict, lastSuccessAt, serverTime, reason, snapshot: buildSnapshot(this.config, state, verdict, reason, this.config.now()) };
   }
 
-  /** A listener that throws must not turn a verified verdict into a failed check. */
+  /**
+   * Calls each listener on its own: one that throws (whatever it throws) is logged, never turns
+   * a verified verdict into a failed check, and does not keep the next listener from running.
+   */
   private safeEmit(event: string, payload: unknown): void {
-    try {
-      this.emit(event, payload);
-    } catch (error) {
-      this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${error instanceof Error ? error.message : String(error)}`);
+    for (const listener of this.rawListeners(event) as ((payload: unknown) => void)[]) {
+      try {
+        listener.call(this, payload);
+      } catch (error) {
+        this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${describeError(error)}`);
+      }
     }
   }
 
   /** Errors go to 'error' listeners when there are any, else to the logger: never an unhandled throw. */
   report(error: unknown): void {
     if (this.listenerCount('error') > 0) this.safeEmit('error', error);
-    else this.config.logger.warn(`panel-license-guard: ${error instanceof Error ? error.message : String(error)}`);
+    else this.config.logger.warn(`panel-license-guard: ${describeError(error)}`);
   }
 }

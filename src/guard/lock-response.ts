@@ -1,6 +1,8 @@
 // Serves a lock response: HTML page, host view, JSON for API clients, headers only for HEAD.
+
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
+import { describeError } from '../logger.js';
 import { resolvedPath, underPrefix } from './allow-list.js';
 import type { GuardConfig } from './guard-options.js';
 import type { GuardSnapshot, LockBodies } from './snapshot.js';
@@ -78,9 +80,7 @@ export function sendLockResponse(req: Request, res: Response, next: NextFunction
       // The host's view is user code: if it fails, people still get a lock page (never the
       // protected content, never an error page), and the failure is logged once per verdict.
       if (!lock.viewFailed)
-        config.logger.error(
-          `panel-license-guard: lockView '${config.lockView}' failed to render; serving the built-in lock page: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        config.logger.error(`panel-license-guard: lockView '${config.lockView}' failed to render; serving the built-in lock page: ${describeError(error)}`);
       lock.viewFailed = true;
       sendBuiltInPage(req, res, lock);
     },

@@ -1,5 +1,5 @@
 // What the panel's users are told while it is locked: a public message, apart from the operator's reason.
-import type { Logger } from '../logger.js';
+import { describeError, type Logger } from '../logger.js';
 import { optionError } from '../options.js';
 import { cleanText, safeHttpUrl } from '../text.js';
 import type { PublicMessageInput } from './guard-options.js';
@@ -33,8 +33,7 @@ export function publicMessageFrom(option: unknown, logger: Logger): (input: Publ
     try {
       message = cleanText((option as (input: PublicMessageInput) => unknown)(input), PUBLIC_MESSAGE_MAX);
     } catch (error) {
-      if (!reported)
-        logger.error(`panel-license-guard: \`publicMessage\` threw; the default message is shown: ${error instanceof Error ? error.message : String(error)}`);
+      if (!reported) logger.error(`panel-license-guard: \`publicMessage\` threw; the default message is shown: ${describeError(error)}`);
       reported = true;
     }
     return message ?? DEFAULT_MESSAGES[input.state];

@@ -1,4 +1,5 @@
 // Decides what a failed push means for its row: retry with backoff, retry slowly (credentials), or give up.
+import { describeError } from '../logger.js';
 
 export type FailureAction =
   /** The mother answered 2xx but its body was unusable: it accepted the release; never resend. */
@@ -42,5 +43,5 @@ export function classifyFailure(error: unknown): FailureAction {
 /** The error as an Error, so events and `last_error` always carry a message. */
 export function asError(error: unknown): Error {
   if (error instanceof Error) return error;
-  return new Error(typeof error === 'string' ? error : `Non-error thrown: ${String(error)}`);
+  return new Error(typeof error === 'string' ? error : `Non-error thrown: ${describeError(error)}`);
 }

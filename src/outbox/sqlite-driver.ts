@@ -1,6 +1,8 @@
 // Loads better-sqlite3, an optional peer dependency, only when a SQLite outbox is actually opened.
+
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
+import { describeError } from '../logger.js';
 
 export type SqliteDatabase = BetterSqlite3.Database;
 export type SqliteStatement = BetterSqlite3.Statement<unknown[]>;
@@ -28,7 +30,7 @@ export function loadSqliteDriver(load: (id: string) => unknown = requireFromHere
     if (isMissingDriver(error)) throw new Error(INSTALL_HINT, { cause: error });
     // Installed but unusable (typically a native build for another Node version).
     throw new Error(
-      `panel-license-guard: better-sqlite3 is installed but failed to load (${error instanceof Error ? error.message : String(error)}). ` +
+      `panel-license-guard: better-sqlite3 is installed but failed to load (${describeError(error)}). ` +
         'Rebuild it for this Node version with `npm rebuild better-sqlite3`, or reinstall `better-sqlite3@12`.',
       { cause: error },
     );
