@@ -8,7 +8,7 @@ const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 /**
  * Builds the panel. Nothing starts until `start()`: tests and `start.js` decide when.
 
- * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, outboxFile?: string, demoControls?: boolean, logger?: { warn(m: string): void, error(m: string): void } }} config
+ * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, outboxFile?: string, demoControls?: boolean, supportContact?: string, logger?: { warn(m: string): void, error(m: string): void } }} config
  */
 export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
@@ -17,6 +17,10 @@ export function createPanelApp(config) {
     allow: ['/healthz'],
     apiPrefix: '/api',
     lockView: 'locked',
+    // Artists see this, not the mother's reason (which is about the operator's account).
+    publicMessage: ({ state }) =>
+      state === 'pending' ? 'The panel is starting up. One moment, please.' : 'The panel is paused for now. Your tracks and data are safe.',
+    supportContact: config.supportContact ?? 'support@panel.example',
     ...(config.stateFile ? { stateFile: config.stateFile } : {}),
     ...(config.logger ? { logger: config.logger } : {}),
   });
@@ -84,7 +88,7 @@ export function createPanelApp(config) {
     outbox,
     start: () => guard.start(),
     close: async () => {
-      guard.close();
+      await guard.close();
       await outbox.close();
     },
   };

@@ -1,8 +1,19 @@
 // `npm start`: the example panel against the built-in mother emulator (or a real mother via env).
+
+import { createServer } from 'node:http';
 import { createMotherEmulator } from 'panel-license-guard/testing';
 import { createPanelApp } from './app.js';
 
 const port = Number(process.env.PORT ?? 3000);
+const emulatorPort = Number(process.env.EMULATOR_PORT ?? 4010);
+
+/** Says which port is taken and which variable moves it, instead of a stack trace. */
+function portInUse(error, which, variable, value) {
+  if (error?.code !== 'EADDRINUSE') return error;
+  return new Error(
+    `The ${which} port ${value} is already in use (is \`npm start\` or \`panel-license emulate\` running?). Set ${variable}=<another port> and run again.`,
+  );
+}
 const demo = { apiKey: 'demo_panel_key', apiSecret: 'demo_panel_secret_change_me' };
 
 async function main() {
@@ -14,7 +25,7 @@ async function main() {
     config = { baseUrl: MOTHER_BASE_URL, apiKey: PANEL_API_KEY, apiSecret: PANEL_API_SECRET };
   } else {
     emulator = await createMotherEmulator({
-      port: Number(process.env.EMULATOR_PORT ?? 4010),
+      port: emulatorPort,
       panels: [
         {
           ...demo,
@@ -25,10 +36,12 @@ async function main() {
             brand_logo_url: `http://127.0.0.1:${port}/static/logo.svg`,
             subdomain: 'rhythmhub',
             custom_domain: 'panel.rhythmhub.example',
-            expires_at: '2099-12-31',
+            // expires_at: left to the emulator, which answers a realistic 30 days ahead.
           },
         },
       ],
+    }).catch((error) => {
+      throw portInUse(error, 'mother emulator', 'EMULATOR_PORT', emulatorPort);
     });
     config = { baseUrl: emulator.url, ...demo };
   }
@@ -45,8 +58,14 @@ async function main() {
   panel.outbox.on('delivered', (e) => console.log(`[outbox] #${e.id} delivered as release ${e.releaseId}`));
   panel.outbox.on('retrying', (e) => console.log(`[outbox] #${e.id} failed (${e.error.message}); retry in ${Math.round(e.delayMs / 1000)} s`));
   panel.outbox.on('dead', (e) => console.log(`[outbox] #${e.id} refused: ${e.message}`));
-  const server = panel.app.listen(port, '127.0.0.1');
-  await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject));
+  const server = createServer(panel.app);
+  await new Promise((resolve, reject) => {
+    server.once('error', (error) => reject(portInUse(error, 'panel', 'PORT', port)));
+    server.listen(port, '127.0.0.1', resolve);
+  }).catch(async (error) => {
+    await emulator?.close();
+    throw error;
+  });
   const state = await panel.start();
 
   console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);

@@ -11,7 +11,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);
 const artifacts = resolve(import.meta.dirname, 'artifacts');
 // The browser's own global, used inside page functions (this suite is typed without the DOM lib).
-declare const getComputedStyle: (element: unknown) => { backgroundColor: string };
+declare const getComputedStyle: (element: unknown) => { backgroundColor: string; color: string };
 const BACKGROUND = (element: unknown) => getComputedStyle(element).backgroundColor;
 
 if (!hasChromium) {
@@ -86,7 +86,10 @@ describe.skipIf(!hasChromium)('the example panel in headless Chromium', () => {
     const { page, requested, status } = await open('/');
     expect(status).toBe(503);
     await page.screenshot({ path: resolve(artifacts, 'panel-locked.png'), fullPage: true });
-    expect(await page.locator('#lock-reason').textContent()).toBe('Invoice overdue');
+    expect(await page.locator('#lock-message').textContent()).toBe('The panel is paused for now. Your tracks and data are safe.');
+    expect(await page.content()).not.toContain('Invoice overdue');
+    // Links take the brand colour, not the browser's default blue.
+    expect(await page.locator('#lock-contact a').evaluate((a) => getComputedStyle(a).color)).toBe('rgb(15, 118, 110)');
     expect(await page.locator('.topbar').evaluate(BACKGROUND)).toBe('rgb(15, 118, 110)');
     expect(requested.length).toBeGreaterThan(1);
     for (const url of requested) expect(new URL(url).origin).toBe(origin);

@@ -93,7 +93,9 @@ describe('createMotherEmulator()', () => {
       expect(await (await signedPost('license.php', '')).json()).toMatchObject({ active: false, reason: 'Suspended by admin' });
       const state = await (await fetch(`${emulator.adminUrl}/state`)).text();
       expect(state).not.toContain(API_SECRET);
-      emulator.setPanel(API_KEY, { active: true, reason: null });
+      // Unlocking without a reason clears the old one.
+      await fetch(`${emulator.adminUrl}/panels/${API_KEY}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"active":true}' });
+      expect(await (await signedPost('license.php', '')).json()).toMatchObject({ active: true, reason: null });
     });
 
     it('refuses a non-boolean active', async () => {

@@ -39,7 +39,11 @@ describe('the example panel', () => {
     await panel.guard.refresh();
     const locked = await request(panel.app).get('/upload').set('Accept', 'text/html').expect(503);
     expect(locked.text).toContain('This panel is temporarily unavailable');
-    expect(locked.text).toContain('Invoice overdue');
+    // Artists see the public message and a contact, never the operator's billing reason.
+    expect(locked.text).toContain('The panel is paused for now. Your tracks and data are safe.');
+    expect(locked.text).toContain('<a href="mailto:support@panel.example">support@panel.example</a>');
+    expect(locked.text).not.toContain('Invoice overdue');
+    expect(locked.text).toMatch(/<meta http-equiv="refresh" content="300">/);
     expect((await request(panel.app).get('/healthz').expect(200)).body.license.state).toBe('locked');
     expect((await request(panel.app).get('/api/status').expect(503)).body).toMatchObject({ error: 'panel_locked' });
     emulator.setPanel(API_KEY, { active: true, reason: null });

@@ -30,6 +30,12 @@ export async function runEmulate(args: string[], io: Io): Promise<number> {
     emulator = await createMotherEmulator({ panels, port });
   } catch (error) {
     if (error instanceof TypeError) throw new UsageError(error.message, USAGE);
+    if ((error as { code?: unknown }).code === 'EADDRINUSE') {
+      io.err(
+        `panel-license: port ${port} on 127.0.0.1 is already in use (another emulator, or \`npm start\`?). Choose another with --port N, or --port 0 for a free one.`,
+      );
+      return EXIT.unreachable;
+    }
     throw error;
   }
   io.out(`Mother emulator listening at ${emulator.url}`);

@@ -1,4 +1,5 @@
 // An emulator of the mother platform: the partner API of the contract, on 127.0.0.1, with faults.
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
 import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
@@ -153,9 +154,18 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
   });
 
   const host = options.host ?? '127.0.0.1';
-  const server = await new Promise<import('node:http').Server>((resolve, reject) => {
-    const s = app.listen(listenPort, host, () => resolve(s));
-    s.once('error', reject);
+  // A plain server rather than app.listen(): Express 5 calls the listen callback on errors too,
+  // which turned a busy port into "Cannot destructure property 'port' of server.address()".
+  const server = createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EADDRINUSE') return reject(error);
+      const busy = new Error(
+        `Port ${listenPort} on ${host} is already in use (another emulator, or \`npm start\`?). Choose another port, or 0 for a free one.`,
+      );
+      reject(Object.assign(busy, { code: 'EADDRINUSE', port: listenPort }));
+    });
+    server.listen(listenPort, host, resolve);
   });
   const { port } = server.address() as AddressInfo;
   boundPort = port;

@@ -57,11 +57,11 @@ export interface EmulatedRelease {
 
 const MAX_REQUESTS = 10_000;
 
-const DEFAULT_PANEL: Record<PanelField, string> = {
+// expires_at is computed per answer (a realistic 30 days ahead, as a monthly plan would show).
+const DEFAULT_PANEL: Record<Exclude<PanelField, 'expires_at'>, string> = {
   name: 'Demo Panel',
   billing_type: 'monthly',
   status: 'active',
-  expires_at: '2099-12-31',
   subdomain: 'demo',
   custom_domain: 'panel.example',
   brand_logo_url: 'https://panel.example/logo.png',
@@ -96,13 +96,18 @@ export class EmulatorState {
   setPanel(apiKey: string, patch: Partial<Omit<EmulatorPanel, 'apiKey'>>): void {
     const current = this.panels.get(apiKey);
     if (!current) throw new Error(`The emulator knows no panel with API key "${apiKey}".`);
-    this.panels.set(apiKey, { ...current, ...patch, apiKey, panel: { ...current.panel, ...patch.panel } });
+    // Re-activating without a reason clears the old one: an unlocked panel does not keep
+    // showing "Invoice overdue".
+    const next: EmulatorPanel = { ...current, ...patch, apiKey, panel: { ...current.panel, ...patch.panel } };
+    if (patch.active === true && !('reason' in patch)) delete next.reason;
+    this.panels.set(apiKey, next);
   }
 
   licenseAnswer(panel: EmulatorPanel, serverTime: number): unknown {
     const active = panel.active ?? true;
     const reason = panel.reason !== undefined ? panel.reason : active ? null : 'License suspended.';
-    return { ok: true, active, reason, panel: { ...DEFAULT_PANEL, ...panel.panel }, server_time: serverTime };
+    const expiresAt = new Date((serverTime + 30 * 86_400) * 1000).toISOString().slice(0, 10);
+    return { ok: true, active, reason, panel: { ...DEFAULT_PANEL, expires_at: expiresAt, ...panel.panel }, server_time: serverTime };
   }
 
   recordRequest(request: EmulatedRequest): void {

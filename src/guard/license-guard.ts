@@ -36,8 +36,11 @@ export interface LicenseGuard extends RequestHandler {
   start(): Promise<LicenseState>;
   /** Checks now; concurrent calls share one request. Resolves with the state afterwards. */
   refresh(): Promise<LicenseState>;
-  /** Stops the schedule and all timers so the process can exit. */
-  close(): void;
+  /**
+   * Stops the schedule and all timers so the process can exit, at once. The promise resolves when
+   * a `stateFile` write already under way has finished (await it before `process.exit()`).
+   */
+  close(): Promise<void>;
   readonly state: LicenseState;
   status(): LicenseStatus;
   on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
@@ -136,9 +139,10 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     return monitor.entry.state;
   };
   guard.close = () => {
-    monitor.close();
+    const writes = monitor.close();
     poller.close();
     closing.abort();
+    return writes;
   };
   guard.status = () => {
     const entry = monitor.entry;

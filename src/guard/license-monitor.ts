@@ -188,10 +188,15 @@ export class LicenseMonitor extends EventEmitter {
     );
   }
 
-  /** After close() nothing changes state, writes the file or fires an event any more. */
-  close(): void {
+  /**
+   * After close() nothing changes state, starts a file write or fires an event any more. The
+   * promise settles once a write already under way has finished, so a process that awaits it
+   * before exiting keeps its last verdict.
+   */
+  close(): Promise<void> {
     this.closed = true;
     if (this.graceTimer) clearTimeout(this.graceTimer);
+    return this.writes;
   }
 
   private move(event: LicenseEvent, verdict: LicenseResponse | undefined, lastSuccessAt: number | null, reason: string | null): void {

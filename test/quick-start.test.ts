@@ -1,0 +1,78 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { EXIT, type Io } from '../src/cli/io.js';
+import { main } from '../src/cli/main.js';
+
+// The README's quick start, run as a newcomer would: `npm start` (stopped), then `npm test`.
+const root = resolve(import.meta.dirname, '..');
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+async function occupied(): Promise<{ server: Server; port: number }> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as { port: number }).port };
+}
+
+/** Runs the example panel until `until` appears on stdout (or it exits); returns its output and exit code. */
+function runExample(env: Record<string, string>, until: string | null): Promise<{ out: string; err: string; code: number | null }> {
+  return new Promise((done, reject) => {
+    const child = spawn(process.execPath, ['example-app/start.js'], { cwd: root, env: { ...process.env, ...env } });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (until !== null && out.includes(until)) child.kill('SIGTERM');
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => done({ out, err, code }));
+    setTimeout(() => child.kill('SIGKILL'), 20_000).unref();
+  });
+}
+
+describe('the quick start', () => {
+  it('runs the example once, then lints clean (npm start, then npm test)', async () => {
+    const [port, emulatorPort] = [await freePort(), await freePort()];
+    const run = await runExample({ PORT: String(port), EMULATOR_PORT: String(emulatorPort) }, 'Ctrl-C to stop.');
+    expect(run.out).toContain(`Example panel:   http://127.0.0.1:${port}/   (license: active)`);
+    expect(run.code).toBe(0);
+    // The runtime data npm start leaves behind must not fail the linter.
+    expect(existsSync(resolve(root, 'data/license-state.json'))).toBe(true);
+    const lint = spawnSync(process.execPath, [resolve(root, 'node_modules/@biomejs/biome/bin/biome'), 'check', '.'], { cwd: root, encoding: 'utf8' });
+    expect(lint.status, lint.stdout + lint.stderr).toBe(0);
+  });
+
+  it('says which port is taken and how to choose another', async () => {
+    const busy = await occupied();
+    try {
+      const emulatorBusy = await runExample({ PORT: String(await freePort()), EMULATOR_PORT: String(busy.port) }, null);
+      expect(emulatorBusy.code).toBe(1);
+      expect(emulatorBusy.err).toContain(`The mother emulator port ${busy.port} is already in use`);
+      expect(emulatorBusy.err).toContain('Set EMULATOR_PORT=<another port>');
+      const panelBusy = await runExample({ PORT: String(busy.port), EMULATOR_PORT: String(await freePort()) }, null);
+      expect(panelBusy.code).toBe(1);
+      expect(panelBusy.err).toContain(`The panel port ${busy.port} is already in use`);
+      expect(panelBusy.err).toContain('Set PORT=<another port>');
+
+      const err: string[] = [];
+      const io: Io = { out: () => {}, err: (l) => err.push(l), write: () => {}, env: {}, isTTY: false };
+      expect(await main(['emulate', '--port', String(busy.port)], io)).toBe(EXIT.unreachable);
+      expect(err.join('\n')).toMatch(new RegExp(`port ${busy.port} on 127\\.0\\.0\\.1 is already in use.*--port N`));
+      expect(err.join('\n')).not.toMatch(/Cannot destructure/);
+    } finally {
+      await new Promise((r) => busy.server.close(r));
+    }
+  });
+});
