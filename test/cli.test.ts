@@ -125,7 +125,7 @@ describe('panel-license', () => {
       emulator.setFaults({ down: true });
       const down = fakeIo(env());
       expect(await main(['push', file, '--outbox', outbox, '--wait-s', '0.3'], down.io)).toBe(EXIT.unreachable);
-      expect(down.err.join('\n')).toMatch(/1 release\(s\) still queued/);
+      expect(down.err.join('\n')).toMatch(/1 release\(s\) of .*one\.json still queued/);
       emulator.setFaults({ status: 422 });
       const refused = fakeIo(env());
       expect(await main(['push', file, '--outbox', outbox, '--wait-s', '20'], refused.io)).toBe(EXIT.inactive);
@@ -136,8 +136,70 @@ describe('panel-license', () => {
       expect(rows).toHaveLength(1);
       const retry = fakeIo();
       expect(await main(['outbox', 'retry', String(rows[0]?.id), '--outbox', outbox], retry.io)).toBe(EXIT.ok);
-      expect(retry.out[0]).toBe('1 release(s) queued again.');
+      expect(retry.out[0]).toBe(`Release #${rows[0]?.id} queued again; the next push or panel process delivers it.`);
       expect(await main(['outbox', 'retry', '--outbox', outbox], fakeIo().io)).toBe(EXIT.usage);
+      // Nothing to retry: say why.
+      const pending = fakeIo();
+      expect(await main(['outbox', 'retry', String(rows[0]?.id), '--outbox', outbox], pending.io)).toBe(EXIT.inactive);
+      expect(pending.err[0]).toMatch(/^Release #\d+ is still pending \(0 attempt\(s\) so far\): it is already queued\.$/);
+      const missing = fakeIo();
+      expect(await main(['outbox', 'retry', '999', '--outbox', outbox], missing.io)).toBe(EXIT.inactive);
+      expect(missing.err[0]).toMatch(/^No release #999 in .*down\.db\.$/);
+      const none = fakeIo();
+      expect(await main(['outbox', 'retry', '--all-dead', '--outbox', outbox], none.io)).toBe(EXIT.ok);
+      expect(none.out[0]).toBe('No dead releases: nothing to queue again.');
+    });
+
+    it('prints one JSON object per result with --json, and names invalid releases', async () => {
+      const outbox = join(dir, 'json.db');
+      const file = join(dir, 'json.json');
+      writeFileSync(
+        file,
+        JSON.stringify([
+          { title: 'Json one', remote_track_id: 'json-1' },
+          { title: 'Bad', remote_track_id: 'json-2', isrc: 'nope' },
+        ]),
+      );
+      const { io, out } = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox, '--json'], io)).toBe(EXIT.inactive);
+      const events = out.map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(events).toContainEqual({ event: 'invalid', index: [1], field: 'isrc', message: expect.stringMatching(/^Release field "isrc" must be an ISRC/) });
+      expect(events).toContainEqual(expect.objectContaining({ event: 'delivered', index: [0], remoteTrackId: 'json-1', releaseId: expect.any(Number) }));
+      expect(events.at(-1)).toEqual({ event: 'summary', total: 2, delivered: 1, unchanged: 0, invalid: 1, refused: 0, queued: 0 });
+      const plain = fakeIo(env());
+      await main(['push', file, '--outbox', outbox], plain.io);
+      expect(plain.out).toContain(
+        'invalid    [1] (json-2 "Bad") isrc: Release field "isrc" must be an ISRC: 12 characters CCXXXYYNNNNN (hyphens allowed), e.g. US-RC1-76-07839.',
+      );
+    });
+
+    it("waits only for its own file's releases", async () => {
+      const outbox = join(dir, 'own.db');
+      const older = join(dir, 'older.json');
+      writeFileSync(older, JSON.stringify({ title: 'Older, stuck', remote_track_id: 'own-old' }));
+      emulator.setFaults({ down: true });
+      expect(await main(['push', older, '--outbox', outbox, '--wait-s', '0.2'], fakeIo(env()).io)).toBe(EXIT.unreachable);
+      const empty = join(dir, 'empty.json');
+      writeFileSync(empty, '[]');
+      const started = Date.now();
+      const run = fakeIo(env());
+      expect(await main(['push', empty, '--outbox', outbox, '--wait-s', '30', '--json'], run.io)).toBe(EXIT.ok);
+      expect(Date.now() - started).toBeLessThan(10_000); // not the whole --wait-s
+      expect(JSON.parse(run.out.at(-1) ?? '')).toMatchObject({ event: 'summary', total: 0, queued: 0 });
+      emulator.setFaults({});
+    });
+
+    it('speaks in flags: unknown flags, --allow-insecure-http, --version', async () => {
+      const unknown = fakeIo(env());
+      expect(await main(['check', '--jsn'], unknown.io)).toBe(EXIT.usage);
+      expect(unknown.err[0]).toMatch(/^panel-license: Unknown flag --jsn\. Did you mean --json\?/);
+      const insecure = fakeIo({ ...env(), MOTHER_BASE_URL: 'http://mother.example/api' });
+      expect(await main(['check'], insecure.io)).toBe(EXIT.usage);
+      expect(insecure.err[0]).toMatch(/^panel-license: --base-url uses plain http: to a non-loopback host.*pass --allow-insecure-http/);
+      expect(insecure.err[0]).not.toMatch(/panel-license-guard|allowInsecureHttp/);
+      const version = fakeIo();
+      expect(await main(['--version'], version.io)).toBe(EXIT.ok);
+      expect(version.out[0]).toMatch(/^panel-license \d+\.\d+\.\d+/);
     });
   });
 });

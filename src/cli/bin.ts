@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Executable entry of `panel-license`: wires the CLI to the real process.
-import { EXIT, type Io } from './io.js';
+import { describeError } from '../logger.js';
+import { escapeControlsKeepLines } from '../text.js';
+import { EXIT, type Io, inCliWords } from './io.js';
 import { main } from './main.js';
 
 const io: Io = {
@@ -17,7 +19,7 @@ main(process.argv.slice(2), io).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`panel-license: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`panel-license: ${escapeControlsKeepLines(inCliWords(describeError(error)))}\n`);
     process.exitCode = EXIT.unreachable;
   },
 );

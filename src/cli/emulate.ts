@@ -1,6 +1,6 @@
 // `panel-license emulate`: the mother emulator as a standalone process, for demos and manual tests.
 import { createMotherEmulator, type EmulatorPanel } from '../emulator/emulator.js';
-import { EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
+import { EXIT, type Io, inCliWords, parseFlags, readJsonFile, UsageError } from './io.js';
 
 const USAGE = `Usage: panel-license emulate [--port N] [--panels FILE]
 
@@ -29,7 +29,7 @@ export async function runEmulate(args: string[], io: Io): Promise<number> {
   try {
     emulator = await createMotherEmulator({ panels, port });
   } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(error.message, USAGE);
+    if (error instanceof TypeError) throw new UsageError(inCliWords(error.message), USAGE);
     if ((error as { code?: unknown }).code === 'EADDRINUSE') {
       io.err(
         `panel-license: port ${port} on 127.0.0.1 is already in use (another emulator, or \`npm start\`?). Choose another with --port N, or --port 0 for a free one.`,

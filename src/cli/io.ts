@@ -2,6 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { closestName } from '../options.js';
 
 export const EXIT = { ok: 0, inactive: 1, usage: 2, unreachable: 3, running: -1 } as const;
 
@@ -29,8 +30,35 @@ export function parseFlags(args: string[], options: NonNullable<ParseArgsConfig[
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true }) as Flags;
   } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error), usage);
+    throw new UsageError(flagProblem(error, Object.keys(options)), usage);
   }
+}
+
+/** parseArgs' own texts are written for programmers (and unbalanced); say it for a command line. */
+function flagProblem(error: unknown, known: string[]): string {
+  const { code, message } = error as { code?: string; message?: string };
+  const flag = /'(-{1,2}[^'\s]+)/.exec(message ?? '')?.[1] ?? 'that flag';
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const suggestion = closestName(flag.replace(/^-+/, ''), known);
+    return `Unknown flag ${flag}.${suggestion ? ` Did you mean --${suggestion}?` : ''}`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return `${flag} needs a value (e.g. ${flag} VALUE), or takes none.`;
+  return message ?? String(error);
+}
+
+// What API option names and fixes mean on the command line.
+const CLI_WORDS: [RegExp, string][] = [
+  [/^panel-license-guard: /, ''],
+  [/pass `allowInsecureHttp: true`/g, 'pass --allow-insecure-http'],
+  [/`baseUrl`/g, '--base-url'],
+  [/`apiKey`/g, '--api-key'],
+  [/`apiSecret`/g, '--api-secret'],
+  [/`timeoutMs`/g, '--timeout-ms'],
+];
+
+/** Rewrites an option error of the API in the CLI's words (flags, not options; one prefix). */
+export function inCliWords(message: string): string {
+  return CLI_WORDS.reduce((text, [pattern, replacement]) => text.replace(pattern, replacement), message);
 }
 
 export const CONNECTION_FLAGS = {
@@ -38,6 +66,7 @@ export const CONNECTION_FLAGS = {
   'api-key': { type: 'string' },
   'api-secret': { type: 'string' },
   'timeout-ms': { type: 'string' },
+  'allow-insecure-http': { type: 'boolean', default: false },
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
@@ -46,6 +75,7 @@ export const CONNECTION_USAGE = `  --base-url URL      mother base address (env 
   --api-key KEY       panel API key (env PANEL_API_KEY)
   --api-secret SECRET panel API secret (env PANEL_API_SECRET; prefer the env var: flags show in ps)
   --timeout-ms N      request timeout (default 10000)
+  --allow-insecure-http  allow a plain http:// mother that is not on loopback
   --json              machine-readable output`;
 
 /** Reads the connection settings from flags, falling back to the environment. */
@@ -60,7 +90,8 @@ export function connectionFrom(values: Record<string, unknown>, env: NodeJS.Proc
   const timeoutText = values['timeout-ms'] as string | undefined;
   const timeoutMs = timeoutText === undefined ? undefined : Number(timeoutText);
   if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0)) throw new UsageError('--timeout-ms must be a positive integer.', usage);
-  return { baseUrl, apiKey, apiSecret, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
+  const allowInsecureHttp = values['allow-insecure-http'] === true;
+  return { baseUrl, apiKey, apiSecret, ...(timeoutMs === undefined ? {} : { timeoutMs }), ...(allowInsecureHttp ? { allowInsecureHttp } : {}) };
 }
 
 /** Builds the mother client from flags/env; a bad setting is a usage error, not a crash. */
@@ -68,7 +99,7 @@ export function clientFromFlags(values: Record<string, unknown>, env: NodeJS.Pro
   try {
     return createMotherClient(connectionFrom(values, env, usage));
   } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(error.message, usage);
+    if (error instanceof TypeError) throw new UsageError(inCliWords(error.message), usage);
     throw error;
   }
 }

@@ -1,5 +1,6 @@
 // The `panel-license` command: check a license, run the emulator, push and inspect releases.
 
+import { createRequire } from 'node:module';
 import { escapeControlsKeepLines } from '../text.js';
 import { runCheck } from './check.js';
 import { runEmulate } from './emulate.js';
@@ -15,7 +16,13 @@ Commands:
   push FILE             Queue releases (JSON object or array) in the durable outbox and deliver them
   outbox                List outbox releases; "outbox retry ID|--all-dead" queues dead ones again
 
-Run "panel-license <command> --help" for the options of a command.`;
+Run "panel-license <command> --help" for the options of a command; "panel-license --version" for the version.`;
+
+/** The package version, read from package.json (two levels up from src/cli and from dist/cli). */
+function version(): string {
+  const manifest = createRequire(import.meta.url)('../../package.json') as { version?: string };
+  return manifest.version ?? 'unknown';
+}
 
 /**
  * Every line the CLI prints may carry artist or mother text: whatever a command forgot to
@@ -38,6 +45,11 @@ export async function main(argv: string[], rawIo: Io): Promise<number> {
         return await runPush(rest, io);
       case 'outbox':
         return await runOutbox(rest, io);
+      case '--version':
+      case '-v':
+      case 'version':
+        io.out(`panel-license ${version()}`);
+        return EXIT.ok;
       case undefined:
       case '-h':
       case '--help':

@@ -56,9 +56,21 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     if (id !== undefined && !/^\d+$/.test(id)) throw new UsageError(`"${id}" is not a release id.`, USAGE);
     const outbox = openOutbox(file, false);
     try {
-      const count = id === undefined ? await outbox.retryAllDead() : (await outbox.retry(Number(id))) ? 1 : 0;
-      io.out(`${count} release(s) queued again.`);
-      return id !== undefined && count === 0 ? EXIT.inactive : EXIT.ok;
+      if (id === undefined) {
+        const count = await outbox.retryAllDead();
+        io.out(count === 0 ? 'No dead releases: nothing to queue again.' : `${count} dead release(s) queued again.`);
+        return EXIT.ok;
+      }
+      if (await outbox.retry(Number(id))) {
+        io.out(`Release #${id} queued again; the next push or panel process delivers it.`);
+        return EXIT.ok;
+      }
+      // Say why nothing happened: only dead releases can be queued again.
+      const row = await outbox.get(Number(id));
+      if (row === undefined) io.err(`No release #${id} in ${file}.`);
+      else if (row.state === 'pending') io.err(`Release #${id} is still pending (${row.attempts} attempt(s) so far): it is already queued.`);
+      else io.err(`Release #${id} was already delivered${row.releaseId === undefined ? '' : ` (release_id ${row.releaseId})`}: nothing to retry.`);
+      return EXIT.inactive;
     } finally {
       await outbox.closeAll();
     }

@@ -2,18 +2,21 @@
 import { InvalidReleaseError } from '../errors.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
-import { escapeControls } from '../text.js';
+import { escapeControls, jsonLine } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
+import { createPushProgress } from './push-progress.js';
 
 const USAGE = `Usage: panel-license push FILE [options]
 
-FILE holds one release object or an array of them (JSON, contract §2.3).
+FILE holds one release object or an array of them (JSON; see docs/partner-api.md for the fields).
 Releases are stored in the outbox first, so nothing is lost if the mother is down:
 run the command again (or any process on the same outbox file) to finish delivery.
+Only the releases of FILE are waited for; older ones in the outbox are delivered meanwhile.
 
   --outbox FILE       outbox database (default ./data/outbox.db)
   --wait-s N          how long to wait for delivery before leaving the rest queued (default 60)
 ${CONNECTION_USAGE}
+                      (with --json: one JSON object per line, see docs/cli.md)
 
 Exit codes: 0 all delivered, 1 some invalid or refused by the mother, 2 usage error,
 3 some still queued when --wait-s ran out.`;
@@ -25,13 +28,11 @@ async function readReleases(file: string): Promise<unknown[]> {
   return Array.isArray(parsed) ? parsed : [parsed];
 }
 
-/** Artist-supplied ids are printed escaped: one line each, no terminal control sequences. */
-const track = (remoteTrackId: string | undefined) => (remoteTrackId ? ` (${escapeControls(remoteTrackId)})` : '');
-
-function progressBar(done: number, total: number): string {
-  const width = 30;
-  const filled = total === 0 ? width : Math.round((done / total) * width);
-  return `\r[${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${done}/${total}`;
+/** `(trk-9 "My Song")`: how an artist's release is named in output, escaped for the terminal. */
+function label(release: unknown): string {
+  const { remote_track_id: id, title } = (typeof release === 'object' && release !== null ? release : {}) as Record<string, unknown>;
+  const parts = [typeof id === 'string' ? id : '', typeof title === 'string' ? JSON.stringify([...title].slice(0, 60).join('')) : ''].filter(Boolean);
+  return parts.length === 0 ? '' : ` (${escapeControls(parts.join(' '))})`;
 }
 
 export async function runPush(args: string[], io: Io): Promise<number> {
@@ -47,30 +48,59 @@ export async function runPush(args: string[], io: Io): Promise<number> {
     throw new UsageError('--wait-s must be a number of seconds from 0 to 86400.', USAGE);
   const releases = await readReleases(file);
   const client = clientFromFlags(values, io.env, USAGE);
-
+  const json = values.json === true;
   const outbox = createReleaseOutbox({
     client,
     file: (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE,
+    // Long --timeout-ms values still get a lease that covers them.
+    leaseMs: Math.max(60_000, client.timeoutMs + 5000),
     logger: { warn: () => {}, error: () => {} },
   });
-  const ours = new Set<number>();
-  let finished = 0;
-  let failed = 0;
-  const report = (line: string) => {
-    if (io.isTTY) io.write(`\r${' '.repeat(60)}\r`);
-    io.out(line);
-    if (io.isTTY) io.write(progressBar(finished, ours.size));
-  };
+  // Row id → indexes in FILE: two releases of one track share a row (the later content wins).
+  const ours = new Map<number, number[]>();
+  const progress = createPushProgress(io, json);
+  const emit = (event: Record<string, unknown>, line: string) => progress.line(json ? jsonLine(event) : line);
+  let invalid = 0;
+  let refused = 0;
+  let delivered = 0;
+  let unchanged = 0;
+
+  function onDelivered(event: { id: number; remoteTrackId: string | undefined; releaseId: number | undefined; attempts: number }): void {
+    const indexes = ours.get(event.id);
+    if (!indexes) return;
+    ours.delete(event.id);
+    delivered += indexes.length;
+    const name = label(releases[indexes[0] ?? 0]);
+    emit(
+      {
+        event: 'delivered',
+        index: indexes,
+        id: event.id,
+        remoteTrackId: event.remoteTrackId ?? null,
+        releaseId: event.releaseId ?? null,
+        attempts: event.attempts,
+      },
+      `delivered  [${indexes.join(',')}] #${event.id}${name} → release_id ${event.releaseId ?? 'unknown (unreadable answer)'}`,
+    );
+    progress.settled(indexes.length);
+  }
+  function onRefused(event: { id: number; remoteTrackId: string | undefined; message: string }): void {
+    const indexes = ours.get(event.id);
+    if (!indexes) return;
+    ours.delete(event.id);
+    refused += indexes.length;
+    emit(
+      { event: 'refused', index: indexes, id: event.id, remoteTrackId: event.remoteTrackId ?? null, message: event.message },
+      `refused    [${indexes.join(',')}] #${event.id}${label(releases[indexes[0] ?? 0])}: ${escapeControls(event.message)}`,
+    );
+    progress.settled(indexes.length);
+  }
   outbox.on('delivered', (event) => {
-    if (!ours.has(event.id) || event.superseded) return;
-    finished++;
-    report(`delivered  #${event.id}${track(event.remoteTrackId)} → release_id ${event.releaseId ?? 'unknown'}`);
+    if (!event.superseded) onDelivered(event);
   });
-  outbox.on('dead', (event) => {
-    if (!ours.has(event.id)) return;
-    finished++;
-    failed++;
-    report(`refused    #${event.id}${track(event.remoteTrackId)}: ${escapeControls(event.message)}`);
+  outbox.on('dead', onRefused);
+  outbox.on('retrying', (event) => {
+    if (ours.has(event.id)) progress.failing(escapeControls(event.error.message));
   });
   outbox.on('error', (event) => io.err(`warning    ${escapeControls(event.error.message)}`));
 
@@ -79,23 +109,40 @@ export async function runPush(args: string[], io: Io): Promise<number> {
       try {
         const result = await outbox.enqueue(release as Release);
         if (result.state === 'delivered') {
-          io.out(`unchanged  #${result.id} already delivered → release_id ${result.releaseId}`);
+          unchanged++;
+          emit(
+            { event: 'unchanged', index: [index], id: result.id, releaseId: result.releaseId ?? null },
+            `unchanged  [${index}] #${result.id}${label(release)} already delivered → release_id ${result.releaseId ?? 'unknown'}`,
+          );
           continue;
         }
-        ours.add(result.id);
+        ours.set(result.id, [...(ours.get(result.id) ?? []), index]);
       } catch (error) {
         if (!(error instanceof InvalidReleaseError)) throw error;
-        failed++;
-        io.out(`invalid    [${index}] ${escapeControls(error.field)}: ${escapeControls(error.message)}`);
+        invalid++;
+        emit(
+          { event: 'invalid', index: [index], field: error.field, message: error.message },
+          `invalid    [${index}]${label(release)} ${escapeControls(error.field)}: ${escapeControls(error.message)}`,
+        );
       }
     }
-    const stats = await outbox.drain({ signal: AbortSignal.timeout(Math.max(1, waitSeconds * 1000)) }).catch(() => undefined);
-    if (io.isTTY) io.write('\n');
-    if (!stats) {
-      io.err(`${ours.size - finished} release(s) still queued in the outbox; run the command again to finish delivery.`);
-      return EXIT.unreachable;
+    progress.begin(releases.length - invalid - unchanged);
+    // A release can be delivered before its enqueue() resolved here, so its event came before
+    // we knew the id: ask the outbox once for rows already final.
+    for (const id of [...ours.keys()]) {
+      const row = await outbox.get(id);
+      if (row?.state === 'delivered') onDelivered({ id, remoteTrackId: row.remoteTrackId, releaseId: row.releaseId, attempts: row.attempts });
+      if (row?.state === 'dead') onRefused({ id, remoteTrackId: row.remoteTrackId, message: row.lastError ?? 'refused' });
     }
-    return failed > 0 ? EXIT.inactive : EXIT.ok;
+    const deadline = Date.now() + waitSeconds * 1000;
+    while (ours.size > 0 && Date.now() < deadline) await progress.tick(Math.min(250, deadline - Date.now()));
+    progress.end();
+    const queued = [...ours.values()].reduce((sum, indexes) => sum + indexes.length, 0);
+    const summary = { event: 'summary', total: releases.length, delivered, unchanged, invalid, refused, queued };
+    if (json) io.out(jsonLine(summary));
+    else if (queued > 0) io.err(`${queued} release(s) of ${file} still queued in the outbox; run the command again (or any panel process on it) to finish.`);
+    if (queued > 0) return EXIT.unreachable;
+    return invalid + refused > 0 ? EXIT.inactive : EXIT.ok;
   } finally {
     await outbox.close();
   }

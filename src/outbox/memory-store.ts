@@ -121,11 +121,11 @@ export function createMemoryOutboxStore(): OutboxStore {
       return counts;
     },
 
-    list({ state, limit }) {
+    list({ state, limit, id }) {
       const listed: StoredRow[] = [];
       for (const row of open().values()) {
         if (listed.length >= limit) break;
-        if (state === undefined || row.state === state) listed.push(toStored(row));
+        if ((state === undefined || row.state === state) && (id === undefined || row.id === id)) listed.push(toStored(row));
       }
       return listed;
     },

@@ -45,6 +45,8 @@ export interface ReleaseOutbox {
   stats(): Promise<OutboxStats>;
   /** Stored releases in queue order. @default limit 100 (at most 1000) */
   list(query?: { state?: OutboxState; limit?: number }): Promise<OutboxEntry[]>;
+  /** One stored release by id, or undefined when there is none. */
+  get(id: number): Promise<OutboxEntry | undefined>;
   /** Moves a dead release back to pending. Resolves false when `id` is not a dead release. */
   retry(id: number): Promise<boolean>;
   /** Moves every dead release back to pending; resolves with how many. */
@@ -91,6 +93,15 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     onProgress: () => void checkDrained(),
   });
+
+  function toEntries(rows: StoredRow[]): OutboxEntry[] {
+    const nowMs = config.now();
+    return rows.map(({ body, contentHash: _hash, leaseOwner: _owner, leaseExpiresAt, ...row }) => ({
+      ...row,
+      release: parseRelease(body),
+      leased: row.state === 'pending' && leaseExpiresAt !== undefined && leaseExpiresAt > nowMs,
+    }));
+  }
 
   function assertOpen(method: string): void {
     if (closed) throw new Error(`panel-license-guard: outbox.${method}() was called after close().`);
@@ -151,13 +162,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       const limit = query.limit ?? DEFAULT_LIST_LIMIT;
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
         throw new RangeError(`panel-license-guard: list() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
-      const rows: StoredRow[] = await store.list({ state: query.state, limit });
-      const nowMs = config.now();
-      return rows.map(({ body, contentHash: _hash, leaseOwner: _owner, leaseExpiresAt, ...row }) => ({
-        ...row,
-        release: parseRelease(body),
-        leased: row.state === 'pending' && leaseExpiresAt !== undefined && leaseExpiresAt > nowMs,
-      }));
+      return toEntries(await store.list({ state: query.state, limit }));
+    },
+    async get(id) {
+      assertOpen('get');
+      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: get() needs a release id (an integer), received ${JSON.stringify(id)}.`);
+      return toEntries(await store.list({ state: undefined, limit: 1, id }))[0];
     },
     async retry(id) {
       assertOpen('retry');

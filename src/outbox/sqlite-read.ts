@@ -50,13 +50,15 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
   const countsQuery = db.prepare('SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state');
   const listAll = db.prepare('SELECT * FROM release_outbox ORDER BY id LIMIT ?');
   const listState = db.prepare('SELECT * FROM release_outbox WHERE state = ? ORDER BY id LIMIT ?');
+  const byId = db.prepare('SELECT * FROM release_outbox WHERE id = ?');
   return {
     counts() {
       const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
       for (const { state, count } of countsQuery.all() as { state: OutboxState; count: number }[]) counts[state] = count;
       return counts;
     },
-    list({ state, limit }) {
+    list({ state, limit, id }) {
+      if (id !== undefined) return (byId.all(id) as RowRecord[]).filter((record) => state === undefined || record.state === state).map(toStoredRow);
       const records = (state === undefined ? listAll.all(limit) : listState.all(state, limit)) as RowRecord[];
       return records.map(toStoredRow);
     },
