@@ -18,7 +18,8 @@ export function machineInfo() {
 }
 
 const metLabel = (met) => (met === null ? '—' : met ? 'yes' : '**NO**');
-const ratioLabel = (ratio) => (ratio === null ? '—' : fmt(ratio, 3));
+// Tiny ratios (the handler's share of a request) keep their significant digits.
+const ratioLabel = (ratio) => (ratio === null ? '—' : fmt(ratio, ratio < 0.01 ? 5 : 3));
 const cell = (text) => String(text).replaceAll('|', '\\|');
 
 /** The table as Markdown: figure | measured | baseline | ratio | target | met? */
@@ -62,7 +63,7 @@ export function writeResults(file, { machine, settings, figures, seconds }) {
       figure,
       measured,
       baseline,
-      ratio: ratio === null ? null : Math.round(ratio * 1000) / 1000,
+      ratio: ratio === null ? null : ratio < 0.01 ? ratio : Math.round(ratio * 1000) / 1000,
       target,
       met,
       raw,

@@ -1,6 +1,7 @@
 // `npm run bench`: runs every figure in one process tree on one machine, prints the table, writes bench/results.json.
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
+import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureOutbox } from './outbox.js';
@@ -20,12 +21,14 @@ const SETTINGS = quick
   ? {
       http: { rounds: 2, seconds: 1, warmupSeconds: 1, connections: 32 },
       signing: { rounds: 3, roundMs: 200 },
+      handler: { rounds: 3 },
       outbox: { rounds: 1, count: 100, concurrency: 4 },
       memory: { first: 1000, total: 5000, connections: 32 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
       signing: { rounds: 9, roundMs: 600 },
+      handler: { rounds: 9 },
       outbox: { rounds: 5, count: 500, concurrency: 4 },
       memory: { first: 1000, total: 50_000, connections: 32 },
     };
@@ -49,6 +52,16 @@ async function main() {
   try {
     const steps = [
       ['1. request path', () => measureRequestPath({ baseUrl, ...SETTINGS.http, log })],
+      [
+        '1b. handler cost',
+        () =>
+          measureHandlerCost({
+            baseUrl,
+            bareCpuMicros: figures.find((f) => f.id === 'request-path').raw.cpuMedians.bare,
+            rounds: SETTINGS.handler.rounds,
+            log,
+          }),
+      ],
       ['2. lock page', () => measureLockPage({ baseUrl, ...SETTINGS.http, log })],
       ['3. signing', () => measureSigning({ ...SETTINGS.signing, log })],
       ['4. release delivery', () => measureOutbox({ emulator, ...SETTINGS.outbox, log })],

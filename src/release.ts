@@ -1,4 +1,4 @@
-// The release record of contract §2.3, validated locally before anything is queued or sent.
+// The release record of the partner API (docs/partner-api.md), validated locally before anything is queued or sent.
 import { z } from 'zod';
 import { InvalidReleaseError } from './errors.js';
 import { escapeControls, parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
@@ -58,7 +58,7 @@ const releaseSchema = z.strictObject({
     .optional(),
 });
 
-/** A release as accepted by `pushRelease` and `outbox.enqueue` (contract §2.3: all strings). */
+/** A release as accepted by `pushRelease` and `outbox.enqueue` (all strings; docs/partner-api.md). */
 export type Release = z.input<typeof releaseSchema>;
 
 /** Field names of the release record, in contract order. */

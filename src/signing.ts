@@ -1,7 +1,7 @@
 // Request signing of the partner API: HMAC-SHA256 over `apiKey|timestamp|rawBody`, hex encoded.
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 
-/** The three authentication headers of contract §5. */
+/** The three authentication headers of the partner API (docs/partner-api.md). */
 export type SignedHeaders = {
   'X-Api-Key': string;
   'X-Timestamp': string;

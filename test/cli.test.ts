@@ -125,7 +125,7 @@ describe('panel-license', () => {
       emulator.setFaults({ down: true });
       const down = fakeIo(env());
       expect(await main(['push', file, '--outbox', outbox, '--wait-s', '0.3'], down.io)).toBe(EXIT.unreachable);
-      expect(down.err.join('\n')).toMatch(/1 release\(s\) of .*one\.json still queued/);
+      expect(down.err.join('\n')).toMatch(/1 release\(s\) of .*one\.json still queued.*Last error: The mother answered HTTP 503\./);
       emulator.setFaults({ status: 422 });
       const refused = fakeIo(env());
       expect(await main(['push', file, '--outbox', outbox, '--wait-s', '20'], refused.io)).toBe(EXIT.inactive);
@@ -165,7 +165,7 @@ describe('panel-license', () => {
       const events = out.map((line) => JSON.parse(line) as Record<string, unknown>);
       expect(events).toContainEqual({ event: 'invalid', index: [1], field: 'isrc', message: expect.stringMatching(/^Release field "isrc" must be an ISRC/) });
       expect(events).toContainEqual(expect.objectContaining({ event: 'delivered', index: [0], remoteTrackId: 'json-1', releaseId: expect.any(Number) }));
-      expect(events.at(-1)).toEqual({ event: 'summary', total: 2, delivered: 1, unchanged: 0, invalid: 1, refused: 0, queued: 0 });
+      expect(events.at(-1)).toEqual({ event: 'summary', total: 2, delivered: 1, unchanged: 0, invalid: 1, refused: 0, queued: 0, lastError: null });
       const plain = fakeIo(env());
       await main(['push', file, '--outbox', outbox], plain.io);
       expect(plain.out).toContain(

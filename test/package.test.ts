@@ -37,7 +37,8 @@ afterAll(() => {
 describe('the packed tarball', () => {
   it('ships only dist and package metadata', () => {
     const files = readdirSync(join(project, 'node_modules', 'panel-license-guard')).sort();
-    expect(files).toEqual(['README.md', 'dist', 'package.json']);
+    expect(files).toEqual(['CHANGELOG.md', 'LICENSE', 'README.md', 'dist', 'docs', 'package.json']);
+    expect(readdirSync(join(project, 'node_modules', 'panel-license-guard', 'docs'))).toContain('partner-api.md');
   });
 
   it('imports from ESM', () => {
@@ -56,7 +57,7 @@ describe('the packed tarball', () => {
   it('type-checks and runs from TypeScript', () => {
     writeFileSync(
       join(project, 'main.ts'),
-      `import express from 'express';\nimport { licenseGuard, signRequest, type SignedHeaders } from 'panel-license-guard';\nimport type { MotherEmulator } from 'panel-license-guard/testing';\nconst headers: SignedHeaders = signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 });\nconst unused: MotherEmulator | undefined = undefined;\nconst guard = licenseGuard({ baseUrl: 'https://mother.example/api', apiKey: 'k', apiSecret: 's' });\nexpress().use(guard);\nguard.close();\nconsole.log(headers['X-Signature'], unused);\n`,
+      `import express from 'express';\nimport { licenseGuard, signRequest, type SignedHeaders } from 'panel-license-guard';\nimport 'panel-license-guard/express-locals';\nimport type { MotherEmulator } from 'panel-license-guard/testing';\nconst headers: SignedHeaders = signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret', timestamp: 1700000000 });\nconst unused: MotherEmulator | undefined = undefined;\nconst guard = licenseGuard({ baseUrl: 'https://mother.example/api', apiKey: 'k', apiSecret: 's' });\nconst app = express().use(guard);\napp.get('/', (_req, res) => {\n  const name: string = res.locals.branding.name;\n  const days: number | null = res.locals.license.daysLeft;\n  res.send(name + String(days));\n});\nvoid guard.close();\nconsole.log(headers['X-Signature'], unused);\n`,
     );
     writeFileSync(
       join(project, 'tsconfig.json'),
@@ -68,6 +69,14 @@ describe('the packed tarball', () => {
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
     run('node', [tsc, '-p', 'tsconfig.json']);
     expect(run('node', ['out/main.js']).trim()).toBe(`${EXPECTED} undefined`);
+    // With the opt-in import, res.locals is typed: a wrong use fails to compile.
+    writeFileSync(
+      join(project, 'wrong.ts'),
+      `import express from 'express';\nimport 'panel-license-guard/express-locals';\nexpress().get('/', (_req, res) => {\n  const wrong: number = res.locals.branding.name;\n  res.send(String(wrong));\n});\n`,
+    );
+    expect(() => run('node', [tsc, '--noEmit', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--strict', '--types', 'node', 'wrong.ts'])).toThrow(
+      /wrong\.ts.*Type 'string' is not assignable to type 'number'/s,
+    );
   });
 
   it('installs the panel-license command', () => {

@@ -99,8 +99,11 @@ export async function runPush(args: string[], io: Io): Promise<number> {
     if (!event.superseded) onDelivered(event);
   });
   outbox.on('dead', onRefused);
+  let lastError: string | null = null;
   outbox.on('retrying', (event) => {
-    if (ours.has(event.id)) progress.failing(escapeControls(event.error.message));
+    if (!ours.has(event.id)) return;
+    lastError = escapeControls(event.error.message);
+    progress.failing(lastError);
   });
   outbox.on('error', (event) => io.err(`warning    ${escapeControls(event.error.message)}`));
 
@@ -138,9 +141,12 @@ export async function runPush(args: string[], io: Io): Promise<number> {
     while (ours.size > 0 && Date.now() < deadline) await progress.tick(Math.min(250, deadline - Date.now()));
     progress.end();
     const queued = [...ours.values()].reduce((sum, indexes) => sum + indexes.length, 0);
-    const summary = { event: 'summary', total: releases.length, delivered, unchanged, invalid, refused, queued };
+    const summary = { event: 'summary', total: releases.length, delivered, unchanged, invalid, refused, queued, lastError: queued > 0 ? lastError : null };
     if (json) io.out(jsonLine(summary));
-    else if (queued > 0) io.err(`${queued} release(s) of ${file} still queued in the outbox; run the command again (or any panel process on it) to finish.`);
+    else if (queued > 0) {
+      const why = lastError ? ` Last error: ${lastError}` : '';
+      io.err(`${queued} release(s) of ${file} still queued in the outbox; run the command again (or any panel process on it) to finish.${why}`);
+    }
     if (queued > 0) return EXIT.unreachable;
     return invalid + refused > 0 ? EXIT.inactive : EXIT.ok;
   } finally {

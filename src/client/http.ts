@@ -18,6 +18,8 @@ export interface PostOptions {
   /** Exact bytes to send; the same bytes were signed. */
   body: Uint8Array;
   timeoutMs: number;
+  /** The timeout to name in errors: the whole call's, when this request got only what was left of it. */
+  timeoutLabelMs?: number;
   maxResponseBytes: number;
   nowMs: () => number;
   /** Aborts the request from outside (e.g. a guard being closed). */
@@ -50,10 +52,11 @@ async function readCapped(response: Response, limit: number, status: number): Pr
 /** Sends one POST and returns the raw answer. Throws only MotherError subclasses. */
 export async function postOnce(options: PostOptions): Promise<RawResponse> {
   const { timeoutMs } = options;
+  const label = options.timeoutLabelMs ?? timeoutMs;
   const controller = new AbortController();
   // The timer covers the whole exchange, body read included: a mother that trickles bytes
   // forever is as dead as one that never answers.
-  const timer = setTimeout(() => controller.abort(new TimeoutError(timeoutMs)), timeoutMs);
+  const timer = setTimeout(() => controller.abort(new TimeoutError(label)), timeoutMs);
   const abortFromOutside = () => controller.abort(new NetworkError('The request was aborted by the caller.'));
   if (options.signal?.aborted) abortFromOutside();
   options.signal?.addEventListener('abort', abortFromOutside, { once: true });
@@ -81,9 +84,9 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
     return { status: response.status, headers: response.headers, text, sentAtMs, receivedAtMs: options.nowMs() };
   } catch (error) {
     // Our own timer aborted the body read: say that the status line had arrived.
-    if (error instanceof TimeoutError && error.status === undefined && status !== undefined) throw new TimeoutError(timeoutMs, undefined, status);
+    if (error instanceof TimeoutError && error.status === undefined && status !== undefined) throw new TimeoutError(label, undefined, status);
     if (error instanceof MotherError) throw error;
-    if (controller.signal.aborted && !options.signal?.aborted) throw new TimeoutError(timeoutMs, error, status);
+    if (controller.signal.aborted && !options.signal?.aborted) throw new TimeoutError(label, error, status);
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
     const detail = cause instanceof Error ? cause.message : String(cause);
     const what = status === undefined ? 'Could not reach the mother' : `The connection broke while reading the mother's HTTP ${status} answer`;

@@ -1,4 +1,4 @@
-// Schema of the license answer (contract §2.1–2.2). Everything the mother sends is untrusted.
+// Schema of the license answer (docs/partner-api.md). Everything the mother sends is untrusted.
 import { z } from 'zod';
 
 // Panel fields are strings in the contract; a real mother may send null for an unset one
@@ -44,5 +44,5 @@ export const releaseResponseSchema = z.object({
 
 export type ReleaseResponse = z.output<typeof releaseResponseSchema>;
 
-/** Error body of contract §7; only used to pick the server's message out of a failure. */
+/** Error body of the partner API (docs/partner-api.md); only used to pick the server's message out of a failure. */
 export const errorBodySchema = z.object({ ok: z.literal(false), error: z.string().max(2000) });

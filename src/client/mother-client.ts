@@ -160,7 +160,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
     const bytes = body === '' ? EMPTY : Buffer.from(body, 'utf8');
     const deadline = performance.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
-      const budgetMs = Math.floor(deadline - performance.now());
+      const budgetMs = Math.ceil(deadline - performance.now());
       if (budgetMs <= 0) throw new TimeoutError(timeoutMs);
       const headers: Record<string, string> = {
         ...signRequest({ apiKey, apiSecret, body: bytes, timestamp: clock.nowSeconds() }),
@@ -168,7 +168,17 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
         'User-Agent': USER_AGENT,
       };
       if (bytes.byteLength > 0) headers['Content-Type'] = 'application/json';
-      const raw = await postOnce({ fetch: fetchImpl, url, headers, body: bytes, timeoutMs: budgetMs, maxResponseBytes, nowMs, signal });
+      const raw = await postOnce({
+        fetch: fetchImpl,
+        url,
+        headers,
+        body: bytes,
+        timeoutMs: budgetMs,
+        timeoutLabelMs: timeoutMs,
+        maxResponseBytes,
+        nowMs,
+        signal,
+      });
       if (raw.status >= 200 && raw.status < 300) return raw;
       if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
       throw errorFor(raw, nowMs(), apiKey);

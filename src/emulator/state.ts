@@ -7,7 +7,7 @@ export interface EmulatorPanel {
   active?: boolean;
   /** `reason` returned with the verdict. @default null when active, "License suspended." otherwise */
   reason?: string | null;
-  /** The panel record (contract §2.2); fields left out get demo values. */
+  /** The panel record (docs/partner-api.md); fields left out get demo values. */
   panel?: Partial<Record<PanelField, string | null>>;
 }
 

@@ -1,0 +1,18 @@
+// Opt-in typing of Express's res.locals: `import 'panel-license-guard/express-locals'` once.
+//
+// Opt-in because it declares `res.locals.branding` and `res.locals.license` on every route of the
+// app, including routes mounted before the guard, where they are not set. Apps that mount the
+// guard first (the usual case) get typed templates and handlers for free with one import.
+import type { Branding } from './guard/branding.js';
+import type { LicenseLocals } from './guard/snapshot.js';
+
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The panel's cleaned branding, set by licenseGuard() on every request it sees. */
+      branding: Branding;
+      /** The license as templates see it, set by licenseGuard() on every request it sees. */
+      license: LicenseLocals;
+    }
+  }
+}
