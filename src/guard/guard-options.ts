@@ -1,11 +1,10 @@
 // Public options of licenseGuard() and their validation into a fully resolved config.
-import cron from 'node-cron';
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { describeError, isolateLogger, type Logger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
-import { safeColor } from './branding.js';
+import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
@@ -136,12 +135,6 @@ const KNOWN = [
   'supportContact',
 ] as const;
 
-function optionalString(option: string, value: unknown, fix: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.trim() === '') throw optionError(option, `must be a non-empty string, received ${JSON.stringify(value)}`, fix);
-  return value;
-}
-
 function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
   if (options.client !== undefined) {
     if (typeof options.client?.checkLicense !== 'function') {
@@ -167,38 +160,6 @@ function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): Mot
       }),
     undefined,
   );
-}
-
-function validSchedule(schedule: unknown): string {
-  if (typeof schedule !== 'string' || !cron.validate(schedule)) {
-    throw optionError(
-      'schedule',
-      `is not a valid cron expression (received ${JSON.stringify(schedule)})`,
-      'Use five or six cron fields, e.g. "*/5 * * * *" for every 5 minutes.',
-    );
-  }
-  return schedule;
-}
-
-function validLockStatus(value: unknown): number {
-  const lockStatus = positiveInteger('lockStatus', value, 503);
-  if (lockStatus < 400 || lockStatus > 599)
-    throw optionError('lockStatus', `must be an HTTP error status from 400 to 599, received ${lockStatus}`, 'Use 503 (the default) or 403.');
-  return lockStatus;
-}
-
-function validColor(value: unknown): string {
-  const color = value ?? '#334155';
-  if (typeof color !== 'string' || safeColor(color, '') !== color.toLowerCase())
-    throw optionError('defaultColor', `must be #rrggbb, received ${JSON.stringify(color)}`, 'Use a colour such as "#334155".');
-  return color.toLowerCase();
-}
-
-function validApiPrefix(value: unknown): string | undefined {
-  const apiPrefix = optionalString('apiPrefix', value, 'Use a path such as "/api".');
-  if (apiPrefix !== undefined && !apiPrefix.startsWith('/'))
-    throw optionError('apiPrefix', `must start with "/" (received "${apiPrefix}")`, 'Use a path such as "/api".');
-  return apiPrefix?.replace(/\/+$/, '');
 }
 
 /** Validates every option and reports all problems in one TypeError (see OptionProblems). */
@@ -260,13 +221,4 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   };
   problems.throwIfAny('licenseGuard');
   return { client: client as MotherClient, ...config };
-}
-
-function validLogger(logger: unknown): GuardLogger {
-  if (logger === undefined) return isolateLogger(console);
-  const candidate = logger as Partial<GuardLogger>;
-  if (typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {
-    throw optionError('logger', 'must have warn() and error() methods', 'Pass console, a pino/winston logger, or { warn() {}, error() {} }.');
-  }
-  return isolateLogger(candidate as GuardLogger);
 }
