@@ -11,7 +11,7 @@ const emulatorPort = Number(process.env.EMULATOR_PORT ?? 4010);
 function portInUse(error, which, variable, value) {
   if (error?.code !== 'EADDRINUSE') return error;
   return new Error(
-    `The ${which} port ${value} is already in use (is \`npm start\` or \`panel-license emulate\` running?). Set ${variable}=<another port> and run again.`,
+    `The ${which} port ${value} is already in use (is "npm start" or "panel-license emulate" running?). Set ${variable}=<another port> and run again.`,
   );
 }
 const demo = { apiKey: 'demo_panel_key', apiSecret: 'demo_panel_secret_change_me' };
@@ -54,7 +54,11 @@ async function main() {
   });
   panel.guard.on('lock', ({ reason }) => console.log(`[license] locked: ${reason}`));
   panel.guard.on('unlock', () => console.log('[license] unlocked'));
-  panel.guard.on('error', (error) => console.log(`[license] check failed: ${error.message}`));
+  panel.guard.on('error', (error) => {
+    // A rejected state file or a clock set back is not a failed check: say what it is.
+    const what = error.code === 'STATE_FILE_REJECTED' || error.code === 'CLOCK_ROLLBACK' ? 'note' : 'check failed';
+    console.log(`[license] ${what}: ${error.message}`);
+  });
   panel.outbox.on('delivered', (e) => console.log(`[outbox] #${e.id} delivered as release ${e.releaseId}`));
   panel.outbox.on('retrying', (e) => console.log(`[outbox] #${e.id} failed (${e.error.message}); retry in ${Math.round(e.delayMs / 1000)} s`));
   panel.outbox.on('dead', (e) => console.log(`[outbox] #${e.id} refused: ${e.message}`));
@@ -87,6 +91,12 @@ async function main() {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  // `npm start` runs this through a shell, which may exit on SIGTERM without passing it on:
+  // stop with our parent instead of holding both ports as an orphan.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) void stop();
+  }, 1000).unref();
 }
 
 main().catch((error) => {

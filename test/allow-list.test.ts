@@ -99,6 +99,9 @@ describe('createAllowMatcher()', () => {
     for (const bad of ['healthz', '/a b', '/%73tatic', '/a/../b', '/caf\u00e9', '/a?b', '//a', '/*', '/a/*/b', '/a*']) {
       expect(() => createAllowMatcher([bad]), bad).toThrow(/`allow` has an invalid path rule/);
     }
+    expect(() => createAllowMatcher(['/ok', '/static/', 5 as never, 'healthz'])).toThrow(
+      /received 3 invalid options:\n {2}1\. `allow` has an ambiguous rule "\/static\/".*\n {2}2\. `allow` must hold paths or predicates, received number.*\n {2}3\. `allow` has an invalid path rule "healthz"/,
+    );
     expect(() => createAllowMatcher(['/static/'])).toThrow(/ambiguous rule "\/static\/". Write "\/static" for that path only, or "\/static\/\*"/);
   });
 });

@@ -163,7 +163,14 @@ describe('panel-license', () => {
       const { io, out } = fakeIo(env());
       expect(await main(['push', file, '--outbox', outbox, '--json'], io)).toBe(EXIT.inactive);
       const events = out.map((line) => JSON.parse(line) as Record<string, unknown>);
-      expect(events).toContainEqual({ event: 'invalid', index: [1], field: 'isrc', message: expect.stringMatching(/^Release field "isrc" must be an ISRC/) });
+      expect(events).toContainEqual({
+        event: 'invalid',
+        index: [1],
+        remoteTrackId: 'json-2',
+        title: 'Bad',
+        field: 'isrc',
+        message: expect.stringMatching(/^Release field "isrc" must be an ISRC/),
+      });
       expect(events).toContainEqual(expect.objectContaining({ event: 'delivered', index: [0], remoteTrackId: 'json-1', releaseId: expect.any(Number) }));
       expect(events.at(-1)).toEqual({ event: 'summary', total: 2, delivered: 1, unchanged: 0, invalid: 1, refused: 0, queued: 0, lastError: null });
       const plain = fakeIo(env());
@@ -197,6 +204,18 @@ describe('panel-license', () => {
       expect(await main(['check'], insecure.io)).toBe(EXIT.usage);
       expect(insecure.err[0]).toMatch(/^panel-license: --base-url uses plain http: to a non-loopback host.*pass --allow-insecure-http/);
       expect(insecure.err[0]).not.toMatch(/panel-license-guard|allowInsecureHttp/);
+      const valued = fakeIo(env());
+      expect(await main(['check', '--json=yes'], valued.io)).toBe(EXIT.usage);
+      expect(valued.err[0]).toMatch(/^panel-license: --json takes no value\./);
+      const missing = fakeIo();
+      expect(await main(['emulate', '--port'], missing.io)).toBe(EXIT.usage);
+      expect(missing.err[0]).toMatch(/^panel-license: --port needs a value, e.g\. --port VALUE\./);
+      const extra = fakeIo(env());
+      expect(await main(['check', 'extra'], extra.io)).toBe(EXIT.usage);
+      expect(extra.err[0]).toMatch(/^panel-license: Unexpected argument "extra"\./);
+      const pipe = fakeIo(env());
+      expect(await main(['check', '--api-key', 'a|b'], pipe.io)).toBe(EXIT.usage);
+      expect(pipe.err[0]).not.toContain('`');
       const version = fakeIo();
       expect(await main(['--version'], version.io)).toBe(EXIT.ok);
       expect(version.out[0]).toMatch(/^panel-license \d+\.\d+\.\d+/);

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -45,13 +45,22 @@ function runExample(env: Record<string, string>, until: string | null): Promise<
 describe('the quick start', () => {
   it('runs the example once, then lints clean (npm start, then npm test)', async () => {
     const [port, emulatorPort] = [await freePort(), await freePort()];
-    const run = await runExample({ PORT: String(port), EMULATOR_PORT: String(emulatorPort) }, 'Ctrl-C to stop.');
-    expect(run.out).toContain(`Example panel:   http://127.0.0.1:${port}/   (license: active)`);
-    expect(run.code).toBe(0);
-    // The runtime data npm start leaves behind must not fail the linter.
-    expect(existsSync(resolve(root, 'data/license-state.json'))).toBe(true);
-    const lint = spawnSync(process.execPath, [resolve(root, 'node_modules/@biomejs/biome/bin/biome'), 'check', '.'], { cwd: root, encoding: 'utf8' });
-    expect(lint.status, lint.stdout + lint.stderr).toBe(0);
+    // Runtime data in data/ as npm start writes it, under names of its own so that a developer's
+    // own demo state (data/license-state.json) is left alone.
+    const stateFile = resolve(root, 'data/quick-start-test-state.json');
+    const outboxFile = resolve(root, 'data/quick-start-test-outbox.db');
+    try {
+      const env = { PORT: String(port), EMULATOR_PORT: String(emulatorPort), LICENSE_STATE_FILE: stateFile, OUTBOX_FILE: outboxFile };
+      const run = await runExample(env, 'Ctrl-C to stop.');
+      expect(run.out).toContain(`Example panel:   http://127.0.0.1:${port}/   (license: active)`);
+      expect(run.code).toBe(0);
+      // The runtime data npm start leaves behind must not fail the linter.
+      expect(existsSync(stateFile)).toBe(true);
+      const lint = spawnSync(process.execPath, [resolve(root, 'node_modules/@biomejs/biome/bin/biome'), 'check', '.'], { cwd: root, encoding: 'utf8' });
+      expect(lint.status, lint.stdout + lint.stderr).toBe(0);
+    } finally {
+      for (const file of [stateFile, outboxFile, `${outboxFile}-wal`, `${outboxFile}-shm`]) rmSync(file, { force: true });
+    }
   });
 
   it('says which port is taken and how to choose another', async () => {

@@ -5,6 +5,12 @@ import { escapeControlsKeepLines } from '../text.js';
 import { EXIT, type Io, inCliWords } from './io.js';
 import { main } from './main.js';
 
+// `panel-license outbox | head -1`: a closed pipe ends the command quietly, as for any Unix tool.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
+
 const io: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),

@@ -1,7 +1,7 @@
 // `panel-license check`: one license check, human or JSON output, exit code by verdict.
 import { MotherError } from '../errors.js';
 import { cleanText, jsonLine } from '../text.js';
-import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags } from './io.js';
+import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, noPositionals, parseFlags } from './io.js';
 
 const USAGE = `Usage: panel-license check [options]
 
@@ -10,11 +10,12 @@ ${CONNECTION_USAGE}
 Exit codes: 0 active, 1 inactive, 2 usage error, 3 unreachable or rejected.`;
 
 export async function runCheck(args: string[], io: Io): Promise<number> {
-  const { values } = parseFlags(args, CONNECTION_FLAGS, USAGE);
+  const { values, positionals } = parseFlags(args, CONNECTION_FLAGS, USAGE);
   if (values.help) {
     io.out(USAGE);
     return EXIT.ok;
   }
+  noPositionals(positionals, USAGE);
   const client = clientFromFlags(values, io.env, USAGE);
   try {
     const answer = await client.checkLicense();

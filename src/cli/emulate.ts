@@ -1,6 +1,6 @@
 // `panel-license emulate`: the mother emulator as a standalone process, for demos and manual tests.
 import { createMotherEmulator, type EmulatorPanel } from '../emulator/emulator.js';
-import { EXIT, type Io, inCliWords, parseFlags, readJsonFile, UsageError } from './io.js';
+import { EXIT, type Io, inCliWords, noPositionals, parseFlags, readJsonFile, UsageError } from './io.js';
 
 const USAGE = `Usage: panel-license emulate [--port N] [--panels FILE]
 
@@ -17,11 +17,12 @@ async function readPanels(file: string): Promise<EmulatorPanel[]> {
 }
 
 export async function runEmulate(args: string[], io: Io): Promise<number> {
-  const { values } = parseFlags(args, { port: { type: 'string' }, panels: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE);
+  const { values, positionals } = parseFlags(args, { port: { type: 'string' }, panels: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE);
   if (values.help) {
     io.out(USAGE);
     return EXIT.ok;
   }
+  noPositionals(positionals, USAGE);
   const port = Number(values.port ?? 4010);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('--port must be an integer from 0 to 65535.', USAGE);
   const panels = typeof values.panels === 'string' ? await readPanels(values.panels) : [{ ...DEMO_CREDENTIALS, active: true }];
@@ -32,7 +33,7 @@ export async function runEmulate(args: string[], io: Io): Promise<number> {
     if (error instanceof TypeError) throw new UsageError(inCliWords(error.message), USAGE);
     if ((error as { code?: unknown }).code === 'EADDRINUSE') {
       io.err(
-        `panel-license: port ${port} on 127.0.0.1 is already in use (another emulator, or \`npm start\`?). Choose another with --port N, or --port 0 for a free one.`,
+        `panel-license: port ${port} on 127.0.0.1 is already in use (another emulator, or "npm start"?). Choose another with --port N, or --port 0 for a free one.`,
       );
       return EXIT.unreachable;
     }

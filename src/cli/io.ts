@@ -30,30 +30,41 @@ export function parseFlags(args: string[], options: NonNullable<ParseArgsConfig[
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true }) as Flags;
   } catch (error) {
-    throw new UsageError(flagProblem(error, Object.keys(options)), usage);
+    throw new UsageError(flagProblem(error, options), usage);
   }
 }
 
+/** Commands that take no words besides flags say so instead of silently ignoring them. */
+export function noPositionals(positionals: string[], usage: string): void {
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument "${positionals[0]}".`, usage);
+}
+
 /** parseArgs' own texts are written for programmers (and unbalanced); say it for a command line. */
-function flagProblem(error: unknown, known: string[]): string {
+function flagProblem(error: unknown, options: NonNullable<ParseArgsConfig['options']>): string {
   const { code, message } = error as { code?: string; message?: string };
-  const flag = /'(-{1,2}[^'\s]+)/.exec(message ?? '')?.[1] ?? 'that flag';
+  const flag = /'(-{1,2}[^'\s=]+)/.exec(message ?? '')?.[1] ?? 'that flag';
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-    const suggestion = closestName(flag.replace(/^-+/, ''), known);
+    const suggestion = closestName(flag.replace(/^-+/, ''), Object.keys(options));
     return `Unknown flag ${flag}.${suggestion ? ` Did you mean --${suggestion}?` : ''}`;
   }
-  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return `${flag} needs a value (e.g. ${flag} VALUE), or takes none.`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const name = Object.entries(options).find(([long, option]) => `--${long}` === flag || (option.short && `-${option.short}` === flag));
+    return name?.[1].type === 'boolean' ? `${flag} takes no value.` : `${flag} needs a value, e.g. ${flag} VALUE.`;
+  }
   return message ?? String(error);
 }
 
 // What API option names and fixes mean on the command line.
 const CLI_WORDS: [RegExp, string][] = [
   [/^panel-license-guard: /, ''],
+  // Markdown backticks mean nothing on a terminal.
+  [/`(npm install [^`]+)`/g, '"$1"'],
   [/pass `allowInsecureHttp: true`/g, 'pass --allow-insecure-http'],
   [/`baseUrl`/g, '--base-url'],
   [/`apiKey`/g, '--api-key'],
   [/`apiSecret`/g, '--api-secret'],
   [/`timeoutMs`/g, '--timeout-ms'],
+  [/`([^`]*)`/g, '$1'],
 ];
 
 /** Rewrites an option error of the API in the CLI's words (flags, not options; one prefix). */

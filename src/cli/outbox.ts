@@ -1,5 +1,6 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
 import { existsSync } from 'node:fs';
+import { describeError } from '../logger.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxState } from '../outbox/store.js';
@@ -22,7 +23,12 @@ const STATES = ['pending', 'delivered', 'dead'];
  */
 function openOutbox(file: string, readonly: boolean) {
   if (!existsSync(file)) throw new UsageError(`There is no outbox at ${file} (nothing was ever queued there). Pass --outbox FILE.`, USAGE);
-  const store = createSqliteOutboxStore({ file, readonly });
+  let store: ReturnType<typeof createSqliteOutboxStore>;
+  try {
+    store = createSqliteOutboxStore({ file, readonly });
+  } catch (error) {
+    throw new Error(`Cannot open the outbox ${file}: ${describeError(error)}`, { cause: error });
+  }
   const notSending = { pushSerializedRelease: () => Promise.reject(new Error('this command does not deliver')) };
   const outbox = createReleaseOutbox({ client: notSending, store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
   return Object.assign(outbox, {
@@ -50,6 +56,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   const file = (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE;
   const [action, id] = positionals;
   if (action !== undefined && action !== 'retry') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
+  if (positionals.length > (action === 'retry' ? 2 : 1)) throw new UsageError(`Unexpected argument "${positionals.at(-1)}".`, USAGE);
 
   if (action === 'retry') {
     if ((id === undefined) === !values['all-dead']) throw new UsageError('retry needs either an ID or --all-dead.', USAGE);

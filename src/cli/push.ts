@@ -28,6 +28,12 @@ async function readReleases(file: string): Promise<unknown[]> {
   return Array.isArray(parsed) ? parsed : [parsed];
 }
 
+/** The `remote_track_id` and title of a release as given (strings only), for --json output. */
+function named(release: unknown): { remoteTrackId: string | null; title: string | null } {
+  const { remote_track_id: id, title } = (typeof release === 'object' && release !== null ? release : {}) as Record<string, unknown>;
+  return { remoteTrackId: typeof id === 'string' ? id : null, title: typeof title === 'string' ? title : null };
+}
+
 /** `(trk-9 "My Song")`: how an artist's release is named in output, escaped for the terminal. */
 function label(release: unknown): string {
   const { remote_track_id: id, title } = (typeof release === 'object' && release !== null ? release : {}) as Record<string, unknown>;
@@ -124,7 +130,7 @@ export async function runPush(args: string[], io: Io): Promise<number> {
         if (!(error instanceof InvalidReleaseError)) throw error;
         invalid++;
         emit(
-          { event: 'invalid', index: [index], field: error.field, message: error.message },
+          { event: 'invalid', index: [index], ...named(release), field: error.field, message: error.message },
           `invalid    [${index}]${label(release)} ${escapeControls(error.field)}: ${escapeControls(error.message)}`,
         );
       }

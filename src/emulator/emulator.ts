@@ -160,9 +160,7 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code !== 'EADDRINUSE') return reject(error);
-      const busy = new Error(
-        `Port ${listenPort} on ${host} is already in use (another emulator, or \`npm start\`?). Choose another port, or 0 for a free one.`,
-      );
+      const busy = new Error(`Port ${listenPort} on ${host} is already in use (another emulator, or "npm start"?). Choose another port, or 0 for a free one.`);
       reject(Object.assign(busy, { code: 'EADDRINUSE', port: listenPort }));
     });
     server.listen(listenPort, host, resolve);

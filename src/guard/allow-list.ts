@@ -1,6 +1,6 @@
 // Paths served while locked. Matching works on the raw path the router sees, at segment boundaries only.
 import type { IncomingMessage } from 'node:http';
-import { optionError } from '../options.js';
+import { OptionProblems, optionError } from '../options.js';
 
 /** A path (`/healthz`), everything under a path (`/static/*`), or a predicate over the request. */
 export type AllowRule = string | ((req: IncomingMessage & { path?: string }) => boolean);
@@ -105,11 +105,17 @@ export function createAllowMatcher(rules: AllowRule | readonly AllowRule[] | und
   const list = rules === undefined ? [] : Array.isArray(rules) ? rules : [rules];
   const paths: PathRule[] = [];
   const predicates: Exclude<AllowRule, string>[] = [];
+  // Every bad rule is reported, not just the first (licenseGuard lists them all in one error).
+  const problems = new OptionProblems();
   for (const rule of list as AllowRule[]) {
-    if (typeof rule === 'string') paths.push(parsePathRule(rule));
-    else if (typeof rule === 'function') predicates.push(rule);
-    else throw optionError('allow', `must hold paths or predicates, received ${typeof rule}`, 'Pass e.g. ["/healthz", "/static/*"] or (req) => boolean.');
+    if (typeof rule === 'string') {
+      const parsed = problems.check(() => parsePathRule(rule), undefined);
+      if (parsed) paths.push(parsed);
+    } else if (typeof rule === 'function') predicates.push(rule);
+    else
+      problems.add(optionError('allow', `must hold paths or predicates, received ${typeof rule}`, 'Pass e.g. ["/healthz", "/static/*"] or (req) => boolean.'));
   }
+  problems.throwIfAny('licenseGuard');
   if (paths.length === 0 && predicates.length === 0) return () => false;
   const predicateAllows = (req: Parameters<AllowMatcher>[0], predicate: Exclude<AllowRule, string>): boolean => {
     try {
