@@ -70,19 +70,8 @@ async function main() {
     await emulator?.close();
     throw error;
   });
-  const state = await panel.start();
-
-  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);
-  if (emulator) {
-    console.log(`Mother emulator: ${emulator.url}`);
-    const admin = `${emulator.adminUrl}/panels/${demo.apiKey}`;
-    console.log('\nFlip the license (the panel notices at its next check; or run it now):');
-    console.log(`  lock:    curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
-    console.log(`  unlock:  curl -s -X POST -H 'content-type: application/json' -d '{"active":true}' ${admin}`);
-    console.log(`  check now: curl -s -X POST http://127.0.0.1:${port}/healthz/refresh`);
-  }
-  console.log('\nCtrl-C to stop.');
-
+  // Handlers first: a signal that arrives while the start-up lines are printed must stop us
+  // cleanly, not kill the process with the default action.
   const stop = async () => {
     server.close();
     await panel.close();
@@ -97,6 +86,18 @@ async function main() {
   setInterval(() => {
     if (process.ppid !== parent) void stop();
   }, 1000).unref();
+  const state = await panel.start();
+
+  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);
+  if (emulator) {
+    console.log(`Mother emulator: ${emulator.url}`);
+    const admin = `${emulator.adminUrl}/panels/${demo.apiKey}`;
+    console.log('\nFlip the license (the panel notices at its next check; or run it now):');
+    console.log(`  lock:    curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
+    console.log(`  unlock:  curl -s -X POST -H 'content-type: application/json' -d '{"active":true}' ${admin}`);
+    console.log(`  check now: curl -s -X POST http://127.0.0.1:${port}/healthz/refresh`);
+  }
+  console.log('\nCtrl-C to stop.');
 }
 
 main().catch((error) => {
