@@ -113,12 +113,13 @@ describe('stateFile tampering', () => {
 describe('grace and the clock', () => {
   it('is not extended by setting the clock back within a process', async () => {
     let offset = 0;
-    const { guard } = guardWith({ gracePeriodMs: 400, now: () => Date.now() + offset });
+    // Grace long enough to see 'grace' first on a loaded machine, short enough to watch it end.
+    const { guard } = guardWith({ gracePeriodMs: 1500, now: () => Date.now() + offset });
     expect(await guard.start()).toBe('active');
     emulator.setFaults({ down: true });
     offset = -30 * DAY;
     expect(await guard.refresh()).toBe('grace');
-    await waitFor(() => guard.state === 'locked', 'grace to end on the monotonic clock', 5000);
+    await waitFor(() => guard.state === 'locked', 'grace to end on the monotonic clock', 8000);
   });
 
   it("ends at expires_at by the mother's clock, not ours", async () => {
@@ -148,12 +149,12 @@ describe('a logger that throws', () => {
   };
 
   it('cannot keep the panel open after grace ends', async () => {
-    const guard = licenseGuard({ baseUrl: emulator.url, apiKey: API_KEY, apiSecret: API_SECRET, gracePeriodMs: 300, logger: throwing });
+    const guard = licenseGuard({ baseUrl: emulator.url, apiKey: API_KEY, apiSecret: API_SECRET, gracePeriodMs: 1500, logger: throwing });
     guards.push(guard);
     expect(await guard.start()).toBe('active');
     emulator.setFaults({ down: true });
     expect(await guard.refresh()).toBe('grace');
-    await sleep(400);
+    await sleep(1600);
     expect(await guard.refresh()).toBe('locked');
   });
 
