@@ -22,6 +22,22 @@ afterEach(async () => {
 
 const titles = () => emulator.releases.map((r) => r.release.title).sort();
 
+/** An outbox that retries within milliseconds, recording its 'delivered' events. */
+function fastOutbox(client: ReturnType<typeof clientFor>) {
+  const outbox = createReleaseOutbox({
+    client,
+    file: ':memory:',
+    baseDelayMs: 10,
+    maxDelayMs: 20,
+    pollIntervalMs: 10,
+    logger: { warn: vi.fn(), error: vi.fn() },
+  });
+  opened.push(outbox);
+  const delivered: DeliveredEvent[] = [];
+  outbox.on('delivered', (event) => delivered.push(event));
+  return { outbox, delivered };
+}
+
 describe('the release outbox', () => {
   it('never claims a release it is still sending, even when the wall clock jumps past the lease', async () => {
     let jump = 0;
@@ -48,17 +64,7 @@ describe('the release outbox', () => {
 
   it('records a 2xx it cannot parse as delivered and never sends it again', async () => {
     emulator.setFaults({ truncateJson: true, endpoint: 'release.php' });
-    const outbox = createReleaseOutbox({
-      client: clientFor(emulator, { timeoutMs: 1000 }),
-      file: ':memory:',
-      baseDelayMs: 10,
-      maxDelayMs: 20,
-      pollIntervalMs: 10,
-      logger: { warn: vi.fn(), error: vi.fn() },
-    });
-    opened.push(outbox);
-    const delivered: DeliveredEvent[] = [];
-    outbox.on('delivered', (event) => delivered.push(event));
+    const { outbox, delivered } = fastOutbox(clientFor(emulator, { timeoutMs: 1000 }));
     const { id } = await outbox.enqueue({ title: 'Stored once', remote_track_id: 'trk-2xx' });
     expect(await outbox.drain({ signal: AbortSignal.timeout(10_000) })).toMatchObject({ pending: 0, delivered: 1, dead: 0 });
     await new Promise((r) => setTimeout(r, 200));
@@ -99,17 +105,7 @@ describe('a 2xx whose body never fully arrives', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const { port } = server.address() as AddressInfo;
       const client = createMotherClient({ baseUrl: `http://127.0.0.1:${port}/api`, apiKey: 'pk', apiSecret: 'sk', timeoutMs: 500 });
-      const outbox = createReleaseOutbox({
-        client,
-        file: ':memory:',
-        baseDelayMs: 10,
-        maxDelayMs: 20,
-        pollIntervalMs: 10,
-        logger: { warn: vi.fn(), error: vi.fn() },
-      });
-      opened.push(outbox);
-      const delivered: DeliveredEvent[] = [];
-      outbox.on('delivered', (event) => delivered.push(event));
+      const { outbox, delivered } = fastOutbox(client);
       try {
         await outbox.enqueue({ title: 'Half an answer' });
         expect(await outbox.drain({ signal: AbortSignal.timeout(10_000) })).toMatchObject({ delivered: 1, pending: 0 });
