@@ -50,6 +50,15 @@ export function rejectUnknownOptions(factory: string, options: object, known: re
  */
 export class OptionProblems {
   private readonly messages: string[] = [];
+  private readonly secrets: string[] = [];
+
+  /**
+   * Values never to show: if the API secret lands in the wrong option (swapped environment
+   * variables), the error that names that option must not print it.
+   */
+  redact(secret: unknown): void {
+    if (typeof secret === 'string' && secret.length >= 4) this.secrets.push(secret);
+  }
 
   /** Runs one validation; a TypeError it throws is recorded and `fallback` is returned instead. */
   check<T>(validate: () => T, fallback: T): T {
@@ -65,7 +74,8 @@ export class OptionProblems {
   add(error: TypeError): void {
     // A nested factory (the guard creating its client) reports its own list: keep each item.
     const nested = (error as TypeError & { problems?: string[] }).problems;
-    this.messages.push(...(nested ?? [error.message]));
+    for (const message of nested ?? [error.message])
+      this.messages.push(this.secrets.reduce((text, secret) => text.replaceAll(secret, '[api secret]'), message));
   }
 
   get count(): number {
@@ -81,17 +91,40 @@ export class OptionProblems {
   }
 }
 
+/**
+ * A received value as shown in an option error: JSON where possible (a BigInt, a cycle or a
+ * throwing toJSON must not replace the TypeError that names the option), at most 80 characters.
+ */
+export function shown(value: unknown): string {
+  let text: string;
+  try {
+    text = value === undefined ? 'undefined' : (JSON.stringify(value) ?? typeof value);
+  } catch {
+    text = `a ${typeof value}`;
+  }
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** Largest delay setTimeout accepts; above it Node fires after 1 ms, which would turn a delay into a busy loop. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export function optionError(option: string, problem: string, fix: string): TypeError {
   return new TypeError(`${PREFIX}: \`${option}\` ${problem}. ${fix}`);
 }
 
 /** Reads a positive integer option, or its default when undefined. */
-export function positiveInteger(option: string, value: unknown, fallback: number, min = 1): number {
+export function positiveInteger(option: string, value: unknown, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw optionError(option, `must be an integer of at least ${min}, received ${JSON.stringify(value)}`, `Pass a number such as ${fallback}.`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
+    throw optionError(option, `must be an integer ${range}, received ${shown(value)}`, `Pass a number such as ${fallback}.`);
   }
   return value;
+}
+
+/** A delay or timeout in milliseconds: a positive integer that setTimeout can honour. */
+export function timerMs(option: string, value: unknown, fallback: number, min = 1): number {
+  return positiveInteger(option, value, fallback, min, MAX_TIMER_MS);
 }
 
 export function optionalFunction<T>(option: string, value: unknown): T | undefined {
@@ -109,7 +142,7 @@ export function parseBaseUrl(value: unknown, allowInsecureHttp: boolean): URL {
   try {
     url = new URL(value.trim());
   } catch {
-    throw optionError('baseUrl', `is not an absolute URL (received "${value}")`, 'Include the scheme, e.g. "https://mother.example/api/partner".');
+    throw optionError('baseUrl', `is not an absolute URL (received ${shown(value)})`, 'Include the scheme, e.g. "https://mother.example/api/partner".');
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
     throw optionError('baseUrl', `must use https: (received ${url.protocol})`, 'Use the https address of the mother.');

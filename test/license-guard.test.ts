@@ -409,6 +409,17 @@ describe('licenseGuard() options', () => {
     expect(() => createMotherClient({ ...base, allowInsecureHttp: 'yes' as never })).toThrow(/`allowInsecureHttp` must be true or false/);
     expect(() => licenseGuard({ ...base, supportContact: 'call us' })).toThrow(/`supportContact` must be an e-mail address or an http\(s\) URL/);
     expect(() => licenseGuard({ ...base, publicMessage: '  ' })).toThrow(/`publicMessage` must not be empty/);
+    // A secret that landed in the wrong option (swapped variables) is never printed.
+    const swapped = () => licenseGuard({ ...base, baseUrl: API_SECRET, schedule: API_SECRET });
+    expect(swapped).toThrow(/`baseUrl` is not an absolute URL \(received "\[api secret\]"\)/);
+    expect(swapped).not.toThrow(new RegExp(API_SECRET));
+    // Values that JSON cannot show still give the TypeError that names the option.
+    expect(() => licenseGuard({ ...base, jitterMs: 10n as never })).toThrow(/`jitterMs` must be an integer from 0 to 2147483647, received a bigint/);
+    // Timer options setTimeout cannot honour (it would fire after 1 ms, in a loop) are refused.
+    expect(() => licenseGuard({ ...base, retryBaseMs: 2 ** 31, retryMaxMs: 2 ** 31 })).toThrow(/`retryBaseMs` must be an integer from 1 to 2147483647/);
+    expect(() => createMotherClient({ ...base, timeoutMs: 2 ** 31 })).toThrow(/`timeoutMs` must be an integer from 1 to 2147483647/);
+    // The support contact cannot add mail headers or read differently from its link.
+    expect(() => licenseGuard({ ...base, supportContact: 'help\u202e@example.com' })).toThrow(/`supportContact` must be an e-mail address/);
   });
 
   it('reports every problem of one options object in one TypeError, in a stable order', async () => {

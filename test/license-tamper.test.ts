@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,6 +80,19 @@ describe('stateFile tampering', () => {
     const { guard, errors } = guardWith({ stateFile, startupTimeoutMs: 50 });
     expect(await guard.start()).toBe('pending');
     expect(codes(errors)).toContain('CLOCK_ROLLBACK');
+  });
+
+  it('rejects a deeply nested file and a FIFO without hanging or crashing start()', async () => {
+    const nested = join(dir, `nested-${Math.random()}.json`);
+    writeFileSync(nested, `${'['.repeat(200_000)}${']'.repeat(200_000)}`);
+    const fifo = join(dir, `fifo-${Math.random()}`);
+    execFileSync('mkfifo', [fifo]);
+    emulator.setFaults({ down: true });
+    for (const stateFile of [nested, fifo]) {
+      const { guard, errors } = guardWith({ stateFile, startupTimeoutMs: 50 });
+      expect(await guard.start()).toBe('pending');
+      expect(codes(errors)[0], stateFile).toBe('STATE_FILE_REJECTED');
+    }
   });
 
   it('grants a restored verdict only the grace its original success left', async () => {

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
+import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 
 /** A file with two rows, closed cleanly (no -wal/-shm left beside it). */
@@ -91,6 +92,44 @@ describe('the SQLite outbox without write access', () => {
     } finally {
       undo();
     }
+  });
+
+  it('reads through a symbolic link from the real file, and leaves no snapshot behind', async (ctx) => {
+    const { dir, file } = await outboxFile();
+    // The newest row only in the -wal: a writer still has the file open.
+    const writer = createSqliteOutboxStore({ file });
+    await writer.enqueue({ remoteTrackId: undefined, body: JSON.stringify({ release: { title: 'Three' } }), contentHash: 'three' }, Date.now());
+    const linkDir = mkdtempSync(join(tmpdir(), 'outbox-link-'));
+    const link = join(linkDir, 'outbox.db');
+    symlinkSync(file, link);
+    const snapshotsBefore = readdirSync(tmpdir()).filter((name) => name.startsWith('panel-outbox-snapshot-')).length;
+    const undo = makeUnwritable([file, dir]);
+    if (!undo) return ctx.skip('cannot make a file unwritable on this file system (chattr/chmod had no effect)');
+    try {
+      const store = createSqliteOutboxStore({ file: link, readonly: true });
+      expect(await store.counts()).toMatchObject({ pending: 3 });
+      await store.close();
+    } finally {
+      undo();
+      await writer.close();
+    }
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith('panel-outbox-snapshot-')).length).toBe(snapshotsBefore);
+  });
+
+  it('retry refuses a database that is not an outbox, and leaves it untouched', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'not-outbox-'));
+    const file = join(dir, 'app.db');
+    const Driver = loadSqliteDriver();
+    const other = new Driver(file);
+    other.exec('CREATE TABLE users (id INTEGER PRIMARY KEY)');
+    other.close();
+    const { io, err } = fakeIo();
+    await expect(main(['outbox', 'retry', '--all-dead', '--outbox', file], io)).rejects.toThrow(/Cannot open the outbox .*app\.db: .*is not a release outbox/);
+    expect(err).toEqual([]);
+    const check = new Driver(file, { readonly: true });
+    expect(check.pragma('journal_mode', { simple: true })).toBe('delete');
+    expect(check.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()).toEqual([{ name: 'users' }]);
+    check.close();
   });
 
   it('says so when there is no outbox to list', async () => {

@@ -7,6 +7,7 @@ import type { MotherClientOptions } from '../src/client/mother-client.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { AuthenticationError, InvalidReleaseError } from '../src/errors.js';
 import type { OutboxEventName, OutboxEvents } from '../src/outbox/events.js';
+import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
 import type { ReleaseOutboxOptions } from '../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
 import { API_KEY, API_SECRET, clientFor, failure, sleep, startEmulator, waitFor } from './helpers.js';
@@ -114,6 +115,20 @@ describe('createReleaseOutbox()', () => {
         { id: 1, remoteTrackId: 'trk-1', releaseId: received?.releaseId, attempts: 1, superseded: false, unconfirmed: undefined },
       ]);
       expect(await outbox.list()).toMatchObject([{ id: 1, state: 'delivered', releaseId: received?.releaseId, release: received?.release, leased: false }]);
+    });
+  });
+
+  describe('get(id)', () => {
+    it('returns the release with that id, or undefined, even from a store that ignores the id filter', async () => {
+      const memory = createMemoryOutboxStore();
+      const ignoresId: typeof memory = { ...memory, list: ({ state, limit }) => memory.list({ state, limit }) };
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store: ignoresId, autoStart: false, logger: quietLogger() });
+      opened.push(outbox);
+      await outbox.enqueue({ title: 'first' });
+      await outbox.enqueue({ title: 'second' });
+      expect((await outbox.get(1))?.release.title).toBe('first');
+      expect(await outbox.get(2)).toBeUndefined(); // the store answered row 1: not trusted
+      expect(await outbox.get(99)).toBeUndefined();
     });
   });
 

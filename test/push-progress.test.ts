@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { createPushProgress } from '../src/cli/push-progress.js';
 
-function terminal(isTTY: boolean) {
+function terminal(isTTY: boolean, columns = 120) {
   const lines: string[] = [];
   const writes: string[] = [];
-  return { io: { out: (l: string) => lines.push(l), write: (t: string) => writes.push(t), isTTY }, lines, writes };
+  return { io: { out: (l: string) => lines.push(l), write: (t: string) => writes.push(t), isTTY, columns }, lines, writes };
 }
 
 describe('createPushProgress()', () => {
@@ -21,6 +21,14 @@ describe('createPushProgress()', () => {
     await progress.tick(1);
     progress.end();
     expect(writes.at(-1)).toBe('\n');
+  });
+
+  it('never wraps: the line is cut to the terminal width', () => {
+    const { io, writes } = terminal(true, 40);
+    const progress = createPushProgress(io, false);
+    progress.begin(4);
+    progress.failing('The mother answered HTTP 503 with a very long explanation.');
+    expect([...(writes.at(-1) ?? '')]).toHaveLength(39);
   });
 
   it('prints only result lines when not on a terminal, or with --json', () => {

@@ -57,6 +57,8 @@ describe('validateRelease()', () => {
       expect(fieldOf(() => validateRelease({ title: 'x', remote_track_id: bad }))).toMatch(/^remote_track_id: .*control characters/);
     }
     expect(validateRelease({ title: 'Line one\nline two\tend' }).title).toBe('Line one\nline two\tend');
+    expect(fieldOf(() => validateRelease({ title: 'half \ud83c' }))).toMatch(/^title: .*lone surrogate/);
+    expect(validateRelease({ title: 'Song 🎵' }).title).toBe('Song 🎵');
   });
 
   it('names an unknown field escaped, so it cannot reach a terminal raw', () => {

@@ -16,6 +16,7 @@ const io: Io = {
   err: (line) => process.stderr.write(`${line}\n`),
   env: process.env,
   isTTY: Boolean(process.stdout.isTTY),
+  columns: process.stdout.columns,
   write: (text) => process.stdout.write(text),
 };
 

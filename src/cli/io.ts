@@ -13,6 +13,8 @@ export interface Io {
   write(text: string): void;
   env: NodeJS.ProcessEnv;
   isTTY: boolean;
+  /** Terminal width, when on a terminal. */
+  columns?: number | undefined;
 }
 
 export class UsageError extends Error {

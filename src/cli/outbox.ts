@@ -25,6 +25,9 @@ function openOutbox(file: string, readonly: boolean) {
   if (!existsSync(file)) throw new UsageError(`There is no outbox at ${file} (nothing was ever queued there). Pass --outbox FILE.`, USAGE);
   let store: ReturnType<typeof createSqliteOutboxStore>;
   try {
+    // Check read-only first that this is an outbox: `retry` must not add an outbox table (and
+    // switch to WAL) in some other application's database given by mistake.
+    if (!readonly) void createSqliteOutboxStore({ file, readonly: true }).close();
     store = createSqliteOutboxStore({ file, readonly });
   } catch (error) {
     throw new Error(`Cannot open the outbox ${file}: ${describeError(error)}`, { cause: error });

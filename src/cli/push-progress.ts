@@ -18,6 +18,8 @@ interface ProgressIo {
   out(line: string): void;
   write(text: string): void;
   isTTY: boolean;
+  /** Terminal width: the line must not wrap, or clearing it would leave stale rows. @default 80 */
+  columns?: number | undefined;
 }
 
 const WIDTH = 24;
@@ -35,8 +37,9 @@ export function createPushProgress(io: ProgressIo, json: boolean): PushProgress 
     const filled = total === 0 ? WIDTH : Math.round((done / total) * WIDTH);
     const seconds = Math.max(0.001, (Date.now() - startedAt) / 1000);
     const rate = `${(done / seconds).toFixed(1)}/s`;
-    const failing = lastFailure ? ` · retrying: ${[...lastFailure].slice(0, 60).join('')}` : '';
-    return `[${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${done}/${total} · ${rate}${failing}`;
+    const failing = lastFailure ? ` · retrying: ${lastFailure}` : '';
+    const line = `[${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${done}/${total} · ${rate}${failing}`;
+    return [...line].slice(0, Math.max(20, (io.columns ?? 80) - 1)).join('');
   }
 
   function clear(): void {

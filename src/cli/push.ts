@@ -31,7 +31,9 @@ async function readReleases(file: string): Promise<unknown[]> {
 /** The `remote_track_id` and title of a release as given (strings only), for --json output. */
 function named(release: unknown): { remoteTrackId: string | null; title: string | null } {
   const { remote_track_id: id, title } = (typeof release === 'object' && release !== null ? release : {}) as Record<string, unknown>;
-  return { remoteTrackId: typeof id === 'string' ? id : null, title: typeof title === 'string' ? title : null };
+  // Capped: a runaway title (refused as too long) must not be echoed whole into the output.
+  const cap = (value: unknown) => (typeof value === 'string' ? [...value].slice(0, 200).join('') : null);
+  return { remoteTrackId: cap(id), title: cap(title) };
 }
 
 /** `(trk-9 "My Song")`: how an artist's release is named in output, escaped for the terminal. */

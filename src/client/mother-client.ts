@@ -11,7 +11,7 @@ import {
   ServerValidationError,
   TimeoutError,
 } from '../errors.js';
-import { endpointUrl, OptionProblems, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { endpointUrl, OptionProblems, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { assertApiKey, assertApiSecret, signRequest } from '../signing.js';
 import { cleanText } from '../text.js';
@@ -130,6 +130,7 @@ function parseWith<T>(
 export function createMotherClient(options: MotherClientOptions): MotherClient {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
   const problems = new OptionProblems();
+  problems.redact(options.apiSecret);
   rejectUnknownOptions('createMotherClient', options, KNOWN, problems);
   const { apiKey, apiSecret } = options;
   problems.check(() => assertApiKey(apiKey), undefined);
@@ -140,7 +141,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   }, undefined);
   const allowInsecureHttp = options.allowInsecureHttp === true;
   const base = problems.check(() => parseBaseUrl(options.baseUrl, allowInsecureHttp), new URL('https://invalid.invalid/'));
-  const timeoutMs = problems.check(() => positiveInteger('timeoutMs', options.timeoutMs, 10_000), 10_000);
+  const timeoutMs = problems.check(() => timerMs('timeoutMs', options.timeoutMs, 10_000), 10_000);
   const maxResponseBytes = problems.check(() => positiveInteger('maxResponseBytes', options.maxResponseBytes, 1024 * 1024), 0);
   const fetchImpl = problems.check(() => optionalFunction<FetchLike>('fetch', options.fetch), undefined) ?? ((url, init) => globalThis.fetch(url, init));
   const nowMs = problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now;

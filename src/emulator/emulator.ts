@@ -2,7 +2,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
-import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { verifySignature } from '../signing.js';
 import { mountAdminRoutes } from './admin.js';
 import { appliesDelay, applyFailureFault, sendJson } from './faults.js';
@@ -58,17 +58,11 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
   const listenPort = problems.check(() => positiveInteger('port', options.port, 0, 0), 0);
   if (listenPort > 65535) problems.add(optionError('port', `must be at most 65535, received ${listenPort}`, 'Pass 0 for a free port.'));
   if (options.host !== undefined && !LOOPBACK.includes(options.host)) {
-    problems.add(
-      optionError('host', `must be a loopback address, received ${JSON.stringify(options.host)}`, 'The admin routes are unauthenticated; use "127.0.0.1".'),
-    );
+    problems.add(optionError('host', `must be a loopback address, received ${shown(options.host)}`, 'The admin routes are unauthenticated; use "127.0.0.1".'));
   }
   if (options.basePath !== undefined && (typeof options.basePath !== 'string' || !/^(\/[\w.-]+)*\/?$/.test(options.basePath))) {
     problems.add(
-      optionError(
-        'basePath',
-        `must be a path such as "/api/partner", received ${JSON.stringify(options.basePath)}`,
-        'Use letters, digits, ".", "-" and "/" only.',
-      ),
+      optionError('basePath', `must be a path such as "/api/partner", received ${shown(options.basePath)}`, 'Use letters, digits, ".", "-" and "/" only.'),
     );
   }
   problems.throwIfAny('createMotherEmulator');

@@ -2,7 +2,7 @@
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { describeError, isolateLogger, type Logger } from '../logger.js';
-import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
@@ -166,6 +166,7 @@ function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): Mot
 export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
   const problems = new OptionProblems();
+  problems.redact(options.apiSecret);
   rejectUnknownOptions('licenseGuard', options, KNOWN, problems);
   const client = clientFrom(options, problems);
   const logger = problems.check(() => validLogger(options.logger), isolateLogger(console));
@@ -176,8 +177,8 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     predicateErrorLogged = true;
     logger.error(`panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${describeError(error)}`);
   };
-  const retryBaseMs = problems.check(() => positiveInteger('retryBaseMs', options.retryBaseMs, 30_000), 30_000);
-  const retryMaxMs = problems.check(() => positiveInteger('retryMaxMs', options.retryMaxMs, 300_000), 300_000);
+  const retryBaseMs = problems.check(() => timerMs('retryBaseMs', options.retryBaseMs, 30_000), 30_000);
+  const retryMaxMs = problems.check(() => timerMs('retryMaxMs', options.retryMaxMs, 300_000), 300_000);
   if (retryMaxMs < retryBaseMs)
     problems.add(optionError('retryMaxMs', `(${retryMaxMs}) is below \`retryBaseMs\` (${retryBaseMs})`, 'Raise `retryMaxMs` or lower `retryBaseMs`.'));
   const stateFile = problems.check(
@@ -191,11 +192,11 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const config = {
     panelKey: client?.panelId ?? '',
     schedule: problems.check(() => validSchedule(options.schedule ?? '*/5 * * * *'), ''),
-    jitterMs: problems.check(() => positiveInteger('jitterMs', options.jitterMs, 30_000, 0), 0),
+    jitterMs: problems.check(() => timerMs('jitterMs', options.jitterMs, 30_000, 0), 0),
     gracePeriodMs: problems.check(() => positiveInteger('gracePeriodMs', options.gracePeriodMs, 72 * 60 * 60 * 1000, 0), 0),
     retryBaseMs,
     retryMaxMs,
-    startupTimeoutMs: problems.check(() => positiveInteger('startupTimeoutMs', options.startupTimeoutMs, 5000, 0), 0),
+    startupTimeoutMs: problems.check(() => timerMs('startupTimeoutMs', options.startupTimeoutMs, 5000, 0), 0),
     stateFile,
     stateMac: stateFile === undefined || client === undefined ? undefined : (data: string) => client.localMac('state-file', data),
     lockStatus: problems.check(() => validLockStatus(options.lockStatus), 503),

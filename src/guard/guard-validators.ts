@@ -1,13 +1,13 @@
 // Validators of single licenseGuard() options: each throws a TypeError that names the option and the fix.
 import cron from 'node-cron';
 import { isolateLogger } from '../logger.js';
-import { optionError, positiveInteger } from '../options.js';
+import { optionError, positiveInteger, shown } from '../options.js';
 import { safeColor } from './branding.js';
 import type { GuardLogger } from './guard-options.js';
 
 export function optionalString(option: string, value: unknown, fix: string): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.trim() === '') throw optionError(option, `must be a non-empty string, received ${JSON.stringify(value)}`, fix);
+  if (typeof value !== 'string' || value.trim() === '') throw optionError(option, `must be a non-empty string, received ${shown(value)}`, fix);
   return value;
 }
 
@@ -15,7 +15,7 @@ export function validSchedule(schedule: unknown): string {
   if (typeof schedule !== 'string' || !cron.validate(schedule)) {
     throw optionError(
       'schedule',
-      `is not a valid cron expression (received ${JSON.stringify(schedule)})`,
+      `is not a valid cron expression (received ${shown(schedule)})`,
       'Use five or six cron fields, e.g. "*/5 * * * *" for every 5 minutes.',
     );
   }
@@ -32,7 +32,7 @@ export function validLockStatus(value: unknown): number {
 export function validColor(value: unknown): string {
   const color = value ?? '#334155';
   if (typeof color !== 'string' || safeColor(color, '') !== color.toLowerCase())
-    throw optionError('defaultColor', `must be #rrggbb, received ${JSON.stringify(color)}`, 'Use a colour such as "#334155".');
+    throw optionError('defaultColor', `must be #rrggbb, received ${shown(color)}`, 'Use a colour such as "#334155".');
   return color.toLowerCase();
 }
 

@@ -1,6 +1,6 @@
 // What the panel's users are told while it is locked: a public message, apart from the operator's reason.
 import { describeError, type Logger } from '../logger.js';
-import { optionError } from '../options.js';
+import { optionError, shown } from '../options.js';
 import { cleanText, safeHttpUrl } from '../text.js';
 import type { PublicMessageInput } from './guard-options.js';
 
@@ -52,12 +52,18 @@ const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61
 
 export function supportContactFrom(option: unknown): SupportContact | undefined {
   if (option === undefined) return undefined;
-  if (typeof option === 'string' && option.length <= 254 && EMAIL.test(option)) return { text: option, href: `mailto:${option}` };
-  const url = safeHttpUrl(option);
-  if (url !== null) return { text: option as string, href: url };
+  // Shown as link text: nothing invisible that could make it read differently from its href.
+  const visible = typeof option === 'string' && cleanText(option, 254) === option;
+  if (visible && EMAIL.test(option)) {
+    // The local part is encoded, so `x?bcc=spy@evil.example` cannot add mail headers.
+    const at = option.lastIndexOf('@');
+    return { text: option, href: `mailto:${encodeURIComponent(option.slice(0, at))}@${option.slice(at + 1)}` };
+  }
+  const url = visible ? safeHttpUrl(option) : null;
+  if (url !== null) return { text: url, href: url };
   throw optionError(
     'supportContact',
-    `must be an e-mail address or an http(s) URL, received ${JSON.stringify(option)}`,
+    `must be an e-mail address or an http(s) URL, received ${shown(option)}`,
     'Pass e.g. "support@example.com" or "https://help.example.com".',
   );
 }

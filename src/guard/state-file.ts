@@ -1,10 +1,11 @@
 // Persists the last verified verdict, authenticated, so a restart during an outage keeps the panel's state.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { type LicenseResponse, licenseResponseSchema } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
+import { shown } from '../options.js';
 
 export interface StoredVerdict {
   verdict: LicenseResponse;
@@ -18,6 +19,7 @@ export interface StoredVerdict {
 export type Mac = (data: string) => string;
 
 const VERSION = 2;
+const MAX_FILE_BYTES = 1024 * 1024;
 const payloadSchema = z.object({
   version: z.literal(VERSION),
   panel: z.string(),
@@ -42,23 +44,30 @@ function macMatches(expected: string, given: unknown): boolean {
 export async function readStateFile(file: string, panelId: string, mac: Mac): Promise<StoredVerdict | null> {
   let text: string;
   try {
+    // A FIFO or a device would block or never end: only a regular file of sane size is read.
+    const info = await stat(file);
+    if (!info.isFile() || info.size > MAX_FILE_BYTES) throw rejected(file, 'is not a regular file of at most 1 MiB');
     text = await readFile(file, 'utf8');
   } catch (error) {
+    if (error instanceof LocalStateError) throw error;
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw rejected(file, `could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   let raw: Record<string, unknown>;
+  let payloadText: string;
   try {
     raw = JSON.parse(text) as Record<string, unknown>;
-    if (typeof raw !== 'object' || raw === null) throw new Error('not an object');
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error('not an object');
+    const { mac: _given, ...payload } = raw;
+    // Re-serialized exactly as written (JSON.stringify keeps key order), then authenticated.
+    payloadText = JSON.stringify(payload);
   } catch {
+    // Includes nesting deep enough to exhaust the stack: corrupt, whatever the cause.
     throw rejected(file, 'is corrupt');
   }
-  if (raw.version !== VERSION) throw rejected(file, `has format version ${JSON.stringify(raw.version)}, not ${VERSION} (unauthenticated)`);
-  const { mac: given, ...payload } = raw;
-  // Re-serialized exactly as written (JSON.stringify keeps key order), then authenticated.
-  if (!macMatches(mac(JSON.stringify(payload)), given)) throw rejected(file, 'does not verify (edited, or written with another API secret)');
-  const parsed = payloadSchema.safeParse(payload);
+  if (raw.version !== VERSION) throw rejected(file, `has format version ${shown(raw.version)}, not ${VERSION} (unauthenticated)`);
+  if (!macMatches(mac(payloadText), raw.mac)) throw rejected(file, 'does not verify (edited, or written with another API secret)');
+  const parsed = payloadSchema.safeParse(JSON.parse(payloadText));
   if (!parsed.success) throw rejected(file, 'is corrupt');
   if (parsed.data.panel !== panelId) throw rejected(file, 'belongs to another panel or mother');
   const { verdict, lastSuccessAt, savedAt } = parsed.data;

@@ -1,7 +1,7 @@
 // Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
 import type { ReleaseResponse } from '../client/license-response.js';
 import { isolateLogger } from '../logger.js';
-import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
 import type { OutboxStore } from './store.js';
 
@@ -104,7 +104,7 @@ function resolveStoreSource(file: unknown, store: unknown): StoreSource {
     throw optionError('file', 'is required (or `store`)', 'Pass a path such as "./data/outbox.db", or ":memory:" for a queue that is not durable.');
   }
   if (typeof file !== 'string' || file.trim() === '')
-    throw optionError('file', `must be a non-empty path, received ${JSON.stringify(file)}`, 'Pass a path such as "./data/outbox.db".');
+    throw optionError('file', `must be a non-empty path, received ${shown(file)}`, 'Pass a path such as "./data/outbox.db".');
   return file === ':memory:' ? { kind: 'memory' } : { kind: 'file', file };
 }
 
@@ -131,12 +131,12 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
   const concurrency = problems.check(() => positiveInteger('concurrency', options.concurrency, 4), 4);
   if (concurrency > MAX_CONCURRENCY)
     problems.add(optionError('concurrency', `must be at most ${MAX_CONCURRENCY}, received ${concurrency}`, 'A handful of parallel pushes is plenty; try 4.'));
-  const baseDelayMs = problems.check(() => positiveInteger('baseDelayMs', options.baseDelayMs, 1000), 1000);
-  const maxDelayMs = problems.check(() => positiveInteger('maxDelayMs', options.maxDelayMs, 15 * 60_000), 15 * 60_000);
+  const baseDelayMs = problems.check(() => timerMs('baseDelayMs', options.baseDelayMs, 1000), 1000);
+  const maxDelayMs = problems.check(() => timerMs('maxDelayMs', options.maxDelayMs, 15 * 60_000), 15 * 60_000);
   if (maxDelayMs < baseDelayMs)
     problems.add(optionError('maxDelayMs', `(${maxDelayMs}) is below \`baseDelayMs\` (${baseDelayMs})`, 'Raise `maxDelayMs` or lower `baseDelayMs`.'));
   if (options.autoStart !== undefined && typeof options.autoStart !== 'boolean') {
-    problems.add(optionError('autoStart', `must be true or false, received ${JSON.stringify(options.autoStart)}`, 'Leave it out to start at once.'));
+    problems.add(optionError('autoStart', `must be true or false, received ${shown(options.autoStart)}`, 'Leave it out to start at once.'));
   }
   const leaseMs = problems.check(() => positiveInteger('leaseMs', options.leaseMs, 60_000), 60_000);
   const pushTimeoutMs = (client as ReleaseSender | undefined)?.timeoutMs;
@@ -157,9 +157,9 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     concurrency,
     baseDelayMs,
     maxDelayMs,
-    authRetryDelayMs: problems.check(() => positiveInteger('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000), 0),
+    authRetryDelayMs: problems.check(() => timerMs('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000), 0),
     leaseMs,
-    pollIntervalMs: problems.check(() => positiveInteger('pollIntervalMs', options.pollIntervalMs, 1000), 0),
+    pollIntervalMs: problems.check(() => timerMs('pollIntervalMs', options.pollIntervalMs, 1000), 0),
     now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     autoStart: options.autoStart ?? true,

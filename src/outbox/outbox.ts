@@ -1,6 +1,8 @@
 // createReleaseOutbox(): durable release delivery — store first, then a background worker pushes to the mother.
+
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { createOutboxEmitter, type OutboxEventName, type OutboxListener } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
@@ -166,12 +168,13 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
     async get(id) {
       assertOpen('get');
-      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: get() needs a release id (an integer), received ${JSON.stringify(id)}.`);
-      return toEntries(await store.list({ state: undefined, limit: 1, id }))[0];
+      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: get() needs a release id (an integer), received ${shown(id)}.`);
+      // Checked, not trusted: a custom store written before `id` existed would ignore it.
+      return toEntries(await store.list({ state: undefined, limit: 1, id })).find((entry) => entry.id === id);
     },
     async retry(id) {
       assertOpen('retry');
-      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: retry() needs a release id (an integer), received ${JSON.stringify(id)}.`);
+      if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: retry() needs a release id (an integer), received ${shown(id)}.`);
       const requeued = await store.requeueDead(id, config.now());
       if (requeued > 0) worker.kick();
       return requeued > 0;

@@ -1,9 +1,6 @@
 // Reading the SQLite outbox: rows as the OutboxStore interface returns them, and a read-only store.
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname } from 'node:path';
 import type { SqliteDatabase } from './sqlite-driver.js';
-import { SNAPSHOT_PREFIX } from './sqlite-schema.js';
+import { closeOutboxDatabase } from './sqlite-schema.js';
 import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
 
 interface RowRecord {
@@ -77,10 +74,8 @@ export function readOnlyStore(db: SqliteDatabase, file: string): OutboxStore {
     settle: refuse('settle'),
     requeueDead: refuse('requeueDead'),
     close() {
-      if (db.open) db.close();
-      // Opened from a private snapshot (a read-only directory): remove it with its -shm/-wal.
-      const folder = dirname(db.name);
-      if (dirname(folder) === tmpdir() && basename(folder).startsWith(SNAPSHOT_PREFIX)) rmSync(folder, { recursive: true, force: true });
+      // Also removes the private snapshot the database was read from, if it was.
+      closeOutboxDatabase(db);
     },
   };
 }

@@ -1,5 +1,5 @@
 // The SQLite outbox file: its schema, and opening it for writing (migrating) or for reading only.
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
@@ -34,14 +34,23 @@ function tooNew(file: string, version: number): Error {
   return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
 }
 
+/** The private snapshot directory a read-only database was opened from, removed when it closes. */
+const snapshots = new WeakMap<SqliteDatabase, string>();
+
+/** Closes a database opened by openOutboxDatabase, and removes its snapshot if it has one. */
+export function closeOutboxDatabase(db: SqliteDatabase): void {
+  if (db.open) db.close();
+  const folder = snapshots.get(db);
+  if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
+  snapshots.delete(db);
+}
+
 /**
  * A WAL file can be read without write access to it, but SQLite needs its `-shm` index beside it:
  * in a directory we cannot write to (a read-only mount), the file is read from a private copy
- * (with its `-wal`), a snapshot that is good enough for listing.
+ * (with its `-wal`), a snapshot that is good enough for listing. Symbolic links are resolved
+ * first: SQLite keeps the `-wal` beside the real file, not beside the link.
  */
-/** Directory prefix of read-only snapshots; the read-only store removes its snapshot on close(). */
-export const SNAPSHOT_PREFIX = 'panel-outbox-snapshot-';
-
 function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string, busyTimeoutMs: number): SqliteDatabase {
   const db = new Driver(file, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
   try {
@@ -50,10 +59,19 @@ function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string,
   } catch (error) {
     db.close();
     if ((error as { code?: unknown }).code !== 'SQLITE_CANTOPEN') throw error;
-    const copy = join(mkdtempSync(join(tmpdir(), SNAPSHOT_PREFIX)), basename(file));
-    copyFileSync(file, copy);
-    if (existsSync(`${file}-wal`)) copyFileSync(`${file}-wal`, `${copy}-wal`);
-    return new Driver(copy, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+  }
+  const real = realpathSync(file);
+  const folder = mkdtempSync(join(tmpdir(), 'panel-outbox-snapshot-'));
+  try {
+    const copy = join(folder, basename(real));
+    copyFileSync(real, copy);
+    if (existsSync(`${real}-wal`)) copyFileSync(`${real}-wal`, `${copy}-wal`);
+    const snapshot = new Driver(copy, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+    snapshots.set(snapshot, folder);
+    return snapshot;
+  } catch (error) {
+    rmSync(folder, { recursive: true, force: true });
+    throw error;
   }
 }
 
@@ -74,7 +92,7 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
       if (version < SCHEMA_VERSION) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
       return db;
     } catch (error) {
-      db.close();
+      closeOutboxDatabase(db);
       throw error;
     }
   }

@@ -1,5 +1,5 @@
 // The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
-import { optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
@@ -54,7 +54,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   if (typeof file !== 'string' || file.trim() === '') throw optionError('file', 'must be a non-empty path', 'Pass a path such as "./data/outbox.db".');
   const busyTimeoutMs = positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000);
   if (options.readonly !== undefined && typeof options.readonly !== 'boolean')
-    throw optionError('readonly', `must be true or false, received ${JSON.stringify(options.readonly)}`, 'Leave it out to open for writing.');
+    throw optionError('readonly', `must be true or false, received ${shown(options.readonly)}`, 'Leave it out to open for writing.');
   const readonly = options.readonly === true;
   const db = openOutboxDatabase(file, busyTimeoutMs, readonly);
   if (readonly) return readOnlyStore(db, file);

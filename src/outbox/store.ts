@@ -107,7 +107,7 @@ export interface OutboxStore {
   settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
   /** Number of rows per state. */
   counts(): Awaitable<Record<OutboxState, number>>;
-  /** Rows in id order, optionally of one state or one `id`, at most `limit` of them. */
+  /** Rows in id order, optionally of one state or one `id` (stores must honour both), at most `limit` of them. */
   list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined }): Awaitable<StoredRow[]>;
   /** Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many. */
   requeueDead(id: number | undefined, nowMs: number): Awaitable<number>;
