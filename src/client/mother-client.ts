@@ -88,7 +88,7 @@ const HEX_DIGEST = /[0-9a-f]{64}/gi;
  * Mother text we keep (errors, logs, `lastError`, CLI output) may echo our request headers, as a
  * proxy's error page can: the API key and anything shaped like a signature are cut out.
  */
-export function redactMotherText(text: string, apiKey: string): string {
+function redactMotherText(text: string, apiKey: string): string {
   // Invisible characters first, so `pk_te\u200bst` cannot hide the key from the match.
   const visible = cleanText(text, Number.POSITIVE_INFINITY) ?? '';
   return visible.replaceAll(apiKey, '[api key]').replace(HEX_DIGEST, '[redacted]');

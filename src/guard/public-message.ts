@@ -4,7 +4,7 @@ import { optionError, shown } from '../options.js';
 import { cleanText, safeHttpUrl } from '../text.js';
 import type { PublicMessageInput } from './guard-options.js';
 
-export const PUBLIC_MESSAGE_MAX = 300;
+const PUBLIC_MESSAGE_MAX = 300;
 
 const DEFAULT_MESSAGES: Record<PublicMessageInput['state'], string> = {
   locked: 'This panel is temporarily unavailable. Please try again later.',
