@@ -164,7 +164,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
     // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
     if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(releaseId, undefined);
-    return accepted(undefined, 'The client resolved without an integer `release_id`; the release is recorded as delivered without one.');
+    return accepted(undefined, 'The client resolved without an integer release_id; the release is recorded as delivered without one.');
   }
 
   /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
