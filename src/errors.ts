@@ -125,16 +125,30 @@ export class InvalidReleaseError extends Error {
 }
 
 /**
+ * `STATE_FILE_REJECTED`: the state file was refused · `CLOCK_ROLLBACK`: the clock went back ·
+ * `SHARED_VERDICT_REJECTED`: a value in the license store was refused · `STORE_UNAVAILABLE`:
+ * the license store failed (instances check on their own until it is back).
+ */
+export type LocalStateCode = 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK' | 'SHARED_VERDICT_REJECTED' | 'STORE_UNAVAILABLE';
+
+/**
  * Local state the guard refused to trust: `STATE_FILE_REJECTED` (a state file that is corrupt,
  * unauthenticated, from another panel or claiming a future time) or `CLOCK_ROLLBACK` (the
- * system clock is behind the latest time this panel has seen). Reported through 'error'; the
- * panel then waits for a verified verdict instead of resuming grace.
+ * system clock is behind the latest time this panel has seen), and trouble with the shared
+ * license store of cluster mode. Reported through 'error'; the panel then relies on its own
+ * checks instead of trusting that state.
  */
 export class LocalStateError extends Error {
   override name = 'LocalStateError';
-  readonly code: 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK';
-  constructor(code: 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK', message: string) {
+  readonly code: LocalStateCode;
+  constructor(code: LocalStateCode, message: string) {
     super(message);
     this.code = code;
   }
+}
+
+/** The stable `code` of an error this package raised (e.g. 'TIMEOUT'), or 'UNKNOWN'. */
+export function errorCodeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' ? code : 'UNKNOWN';
 }

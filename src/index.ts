@@ -52,3 +52,4 @@ export type {
 } from './outbox/store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';
+export type { LicenseStore, StoreHealth } from './store/license-store.js';

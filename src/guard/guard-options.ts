@@ -3,6 +3,7 @@ import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { describeError, isolateLogger, type Logger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
+import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
@@ -31,8 +32,17 @@ export interface LicenseGuardOptions {
   retryMaxMs?: number;
   /** How long requests wait for the first verdict before getting the lock response. @default 5000 */
   startupTimeoutMs?: number;
-  /** File that keeps the last verified verdict across restarts (written atomically, mode 0600). @default undefined (memory only) */
+  /** File that keeps the last verified verdict across restarts (written atomically, mode 0600). Not with `store`. @default undefined (memory only) */
   stateFile?: string;
+  /**
+   * Cluster mode: a store shared by every instance of this panel, e.g.
+   * `redisLicenseStore({ client })` from `panel-license-guard/redis`. The instances then run one
+   * check per schedule slot, share one verdict and switch together. Not with `stateFile` (the
+   * store keeps the verdict across restarts). @default undefined (this instance on its own)
+   */
+  store?: LicenseStore;
+  /** Cluster mode: how often each instance re-reads the shared verdict, in case a published change was missed. @default 30000 */
+  syncIntervalMs?: number;
   /** HTTP status of lock responses (400–599). @default 503 */
   lockStatus?: number;
   /** `Retry-After` of lock responses, in seconds. @default 300 */
@@ -93,6 +103,10 @@ export interface GuardConfig {
   stateFile: string | undefined;
   /** Authenticates the state file (keyed from the API secret); set whenever `stateFile` is. */
   stateMac: ((data: string) => string) | undefined;
+  store: LicenseStore | undefined;
+  /** Authenticates the shared verdict (keyed from the API secret, another purpose than the file's). */
+  storeMac: (data: string) => string;
+  syncIntervalMs: number;
   lockStatus: number;
   retryAfterSeconds: number;
   lockView: string | undefined;
@@ -118,6 +132,8 @@ const KNOWN = [
   'retryMaxMs',
   'startupTimeoutMs',
   'stateFile',
+  'store',
+  'syncIntervalMs',
   'lockStatus',
   'retryAfterSeconds',
   'lockView',
@@ -185,9 +201,20 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     () => optionalString('stateFile', options.stateFile, 'Pass a writable file path such as "./data/license-state.json".'),
     undefined,
   );
-  if (stateFile !== undefined && client !== undefined && typeof client.localMac !== 'function')
+  const store = options.store;
+  if (store !== undefined && !isLicenseStore(store))
+    problems.add(optionError('store', 'is not a license store', "Pass `redisLicenseStore({ client })` from 'panel-license-guard/redis'."));
+  if (store !== undefined && stateFile !== undefined)
+    problems.add(optionError('stateFile', 'was given together with `store`', 'Drop `stateFile`: in cluster mode the store keeps the verdict across restarts.'));
+  if (options.syncIntervalMs !== undefined && store === undefined)
+    problems.add(optionError('syncIntervalMs', 'only applies in cluster mode', 'Pass `store` as well, or drop `syncIntervalMs`.'));
+  if ((stateFile !== undefined || store !== undefined) && client !== undefined && typeof client.localMac !== 'function')
     problems.add(
-      optionError('client', 'has no `localMac()` method, which `stateFile` needs to authenticate the file', 'Pass a client from createMotherClient().'),
+      optionError(
+        'client',
+        'has no `localMac()` method, which `stateFile` and `store` need to authenticate the verdict they keep',
+        'Pass a client from createMotherClient().',
+      ),
     );
   const config = {
     panelKey: client?.panelId ?? '',
@@ -199,6 +226,9 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     startupTimeoutMs: problems.check(() => timerMs('startupTimeoutMs', options.startupTimeoutMs, 5000, 0), 0),
     stateFile,
     stateMac: stateFile === undefined || client === undefined ? undefined : (data: string) => client.localMac('state-file', data),
+    store: isLicenseStore(store) ? store : undefined,
+    storeMac: (data: string) => (client as MotherClient).localMac('license-store', data),
+    syncIntervalMs: problems.check(() => timerMs('syncIntervalMs', options.syncIntervalMs, 30_000, 50), 30_000),
     lockStatus: problems.check(() => validLockStatus(options.lockStatus), 503),
     retryAfterSeconds: problems.check(() => positiveInteger('retryAfterSeconds', options.retryAfterSeconds, 300), 300),
     lockView: problems.check(() => optionalString('lockView', options.lockView, 'Pass the name of a view, such as "locked".'), undefined),

@@ -1,10 +1,14 @@
 // licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { errorCodeOf } from '../errors.js';
+import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
+import type { StoreHealth } from '../store/license-store.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import type { LicenseState } from './license-state.js';
 import { sendLockResponse } from './lock-response.js';
 import { createPoller } from './poller.js';
+import { restoreStateFile } from './state-restore.js';
 
 export interface LicenseStatus {
   state: LicenseState;
@@ -22,6 +26,13 @@ export interface LicenseStatus {
   clockOffsetMs: number;
   /** Code of the last failure (e.g. 'TIMEOUT'), null after a success. */
   lastError: string | null;
+  /**
+   * Cluster mode: `'ok'` while the shared store answers, `'unavailable'` while it fails (this
+   * instance then checks the mother on its own); `'none'` without a store.
+   */
+  store: StoreHealth;
+  /** Who ran the last check: this instance, a peer through the store (cluster mode), or nobody yet. */
+  lastCheckBy: 'self' | 'peer' | null;
 }
 
 export interface GuardEvents {
@@ -47,15 +58,12 @@ export interface LicenseGuard extends RequestHandler {
   off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
 }
 
-function errorCode(error: unknown): string {
-  return typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
-}
-
 export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   const config: GuardConfig = resolveGuardOptions(options);
   const monitor = new LicenseMonitor(config);
   // Aborts a check in flight on close(), so its timer cannot keep the process alive.
   const closing = new AbortController();
+  const sync = config.store && createClusterSync(config, monitor, () => poller.cancelRetry());
   const poller = createPoller({
     schedule: config.schedule,
     jitterMs: config.jitterMs,
@@ -64,15 +72,26 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     random: config.random,
     now: config.now,
     check: async () => {
+      let failure: unknown = null;
       try {
         const verdict = await config.client.checkLicense({ signal: closing.signal });
         monitor.verdictReceived(verdict, config.now());
-        return true;
       } catch (error) {
+        failure = error;
         monitor.checkFailed(error, config.now());
-        return false;
       }
+      sync?.share(sharedRecordOf(monitor, failure, poller));
+      return failure === null;
     },
+    ...(sync && {
+      coordinator: {
+        runCoordinator: sync.runCoordinator,
+        // Per slot (the key names the slot): long enough that every instance has fired by then.
+        leaseMs: config.jitterMs + config.client.timeoutMs + 60_000,
+        // Not elected: the winner's record arrives by subscription; a read catches a lost message.
+        onSkipped: () => void sync.readNow(),
+      },
+    }),
   });
 
   let started: Promise<LicenseState> | undefined;
@@ -83,8 +102,9 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     if (closing.signal.aborted) return Promise.resolve(monitor.entry.state);
     started ??= (async () => {
       firstVerdictBy = config.now() + config.startupTimeoutMs;
-      await monitor.restore();
-      const first = poller.refresh();
+      await restoreStateFile(monitor, config);
+      const plan = sync ? await sync.start(config.startupTimeoutMs) : 'check';
+      const first = plan === 'check' ? poller.refresh() : undefined;
       poller.start();
       await first;
       return monitor.entry.state;
@@ -142,7 +162,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     const writes = monitor.close();
     poller.close();
     closing.abort();
-    return writes;
+    return Promise.all([writes, sync?.close()]).then(() => {});
   };
   guard.status = () => {
     const entry = monitor.entry;
@@ -152,10 +172,12 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       lastCheckAt: monitor.lastCheckAt,
       lastSuccessAt: entry.lastSuccessAt,
       nextCheckAt: poller.nextCheckAt(),
-      consecutiveFailures: poller.consecutiveFailures(),
+      consecutiveFailures: monitor.lastCheckBy === 'peer' ? monitor.peerFailures : poller.consecutiveFailures(),
       graceEndsAt: monitor.graceEndsAt(),
       clockOffsetMs: config.client.clockOffsetMs(),
-      lastError: monitor.lastFailure === null ? null : errorCode(monitor.lastFailure),
+      lastError: monitor.lastFailure === null ? null : errorCodeOf(monitor.lastFailure),
+      store: sync?.health ?? 'none',
+      lastCheckBy: monitor.lastCheckBy,
     };
   };
   guard.on = (event, listener) => {

@@ -5,11 +5,12 @@ import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
 import { describeError } from '../logger.js';
+import type { SharedVerdict } from '../store/shared-verdict.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
 import { buildSnapshot, type GuardSnapshot } from './snapshot.js';
-import { readStateFile, type StoredVerdict, writeStateFile } from './state-file.js';
+import { writeStateFile } from './state-file.js';
 
 /** One cache entry per panel: the last verified verdict, when it came, and the derived view. */
 export interface VerdictEntry {
@@ -40,10 +41,17 @@ export class LicenseMonitor extends EventEmitter {
   private graceTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
   private closed = false;
+  get isClosed(): boolean {
+    return this.closed;
+  }
   private rollbackReported = false;
   readonly clock: GraceClock;
   lastCheckAt: number | null = null;
   lastFailure: unknown = null;
+  /** Who ran the last check: this instance, or (cluster mode) a peer whose record was applied. */
+  lastCheckBy: 'self' | 'peer' | null = null;
+  /** Failed checks in a row according to the last peer record applied (cluster mode). */
+  peerFailures = 0;
 
   constructor(config: GuardConfig) {
     super();
@@ -64,7 +72,7 @@ export class LicenseMonitor extends EventEmitter {
     return this.remainingFor(verdict, lastSuccessAt);
   }
 
-  private remainingFor(verdict: LicenseResponse | undefined, lastSuccessAt: number): number {
+  remainingFor(verdict: LicenseResponse | undefined, lastSuccessAt: number): number {
     return this.clock.remainingMs({
       lastSuccessAt,
       gracePeriodMs: this.config.gracePeriodMs,
@@ -78,52 +86,11 @@ export class LicenseMonitor extends EventEmitter {
     return remaining === null ? null : this.config.now() + Math.max(0, remaining);
   }
 
-  /**
-   * Restores the last verified verdict from `stateFile`. An inactive one locks; an active one
-   * resumes in grace for what is left of it, unless that has run out or the clock is behind the
-   * latest time the file records (then the panel waits for a check). A bad file is reported,
-   * never fatal, and never trusted.
-   */
-  async restore(): Promise<void> {
-    const { stateFile, stateMac } = this.config;
-    if (!stateFile || !stateMac || this.closed) return;
-    let stored: StoredVerdict | null;
-    try {
-      stored = await readStateFile(stateFile, this.config.panelKey, stateMac);
-    } catch (error) {
-      this.report(error);
-      return;
-    }
-    if (!stored || this.closed || this.entry.state !== 'pending') return;
-    const { verdict, lastSuccessAt, savedAt } = stored;
-    if (!verdict.active) {
-      // Locking is always safe, whatever the clock says.
-      this.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
-      return;
-    }
-    const now = this.clock.now();
-    const latest = Math.max(savedAt, lastSuccessAt);
-    if (latest > now + CLOCK_TOLERANCE_MS) {
-      this.report(
-        new LocalStateError(
-          'CLOCK_ROLLBACK',
-          `The system clock (${new Date(now).toISOString()}) is behind the time stateFile ${stateFile} recorded (${new Date(latest).toISOString()}); the stored verdict was not resumed. Fix the clock; the next successful check unlocks.`,
-        ),
-      );
-      return;
-    }
-    this.clock.seen(latest);
-    this.clock.anchor(lastSuccessAt);
-    if (this.remainingFor(verdict, lastSuccessAt) > 0) {
-      this.move('restored-active', verdict, lastSuccessAt, null);
-      this.checkGraceEnd();
-    }
-  }
-
   /** A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock. */
   verdictReceived(verdict: LicenseResponse, at: number): void {
     if (this.closed) return;
     this.lastCheckAt = at;
+    this.lastCheckBy = 'self';
     this.lastFailure = null;
     this.clock.anchor(at);
     const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
@@ -134,6 +101,7 @@ export class LicenseMonitor extends EventEmitter {
   checkFailed(error: unknown, at: number): void {
     if (this.closed) return;
     this.lastCheckAt = at;
+    this.lastCheckBy = 'self';
     this.lastFailure = error;
     const { verdict, lastSuccessAt, reason } = this.entry;
     // State first, report second: nothing a listener or logger does can skip the transition.
@@ -143,6 +111,35 @@ export class LicenseMonitor extends EventEmitter {
     // Keeps the file's clock high-water mark current during an outage, so a restart with the
     // clock set back is recognised.
     this.persist();
+  }
+
+  /**
+   * Cluster mode: applies a record a peer wrote to the license store, when it is newer than what
+   * this instance knows. A verdict is adopted only when it is newer than this instance's own, so
+   * a peer's failed check never overrides a lock this instance verified; a peer's failure is
+   * otherwise the same as a failed check of our own. Returns true when the record was applied.
+   */
+  applyShared(record: SharedVerdict): boolean {
+    if (this.closed || (this.lastCheckAt !== null && record.checkedAt <= this.lastCheckAt)) return false;
+    this.lastCheckAt = record.checkedAt;
+    this.lastCheckBy = 'peer';
+    this.peerFailures = record.failures;
+    this.lastFailure = record.failure === null ? null : { code: record.failure };
+    const { verdict, lastSuccessAt } = record;
+    const ours = this.entry.lastSuccessAt;
+    if (verdict !== null && lastSuccessAt !== null && (ours === null || lastSuccessAt > ours)) {
+      this.clock.anchor(lastSuccessAt);
+      const reason = verdict.active ? null : (verdict.reason ?? 'The license is inactive.');
+      if (!verdict.active) this.move('verified-inactive', verdict, lastSuccessAt, reason);
+      else if (record.failure === null) this.move('verified-active', verdict, lastSuccessAt, null);
+      else if (this.remainingFor(verdict, lastSuccessAt) > 0) this.move('shared-failing', verdict, lastSuccessAt, null);
+      else this.move('shared-expired', verdict, lastSuccessAt, `The license could not be verified since ${new Date(lastSuccessAt).toISOString()}.`);
+    } else if (record.failure !== null) {
+      const { verdict: current, lastSuccessAt: since, reason } = this.entry;
+      this.move('check-failed', current, since, reason);
+    }
+    this.checkGraceEnd();
+    return true;
   }
 
   /**
@@ -199,7 +196,8 @@ export class LicenseMonitor extends EventEmitter {
     return this.writes;
   }
 
-  private move(event: LicenseEvent, verdict: LicenseResponse | undefined, lastSuccessAt: number | null, reason: string | null): void {
+  /** Applies one event of the transition table with the verdict it concerns (also used by the restore paths). */
+  move(event: LicenseEvent, verdict: LicenseResponse | undefined, lastSuccessAt: number | null, reason: string | null): void {
     const previous = this.entry.state;
     const state = transition(previous, event);
     const entryReason = state === 'locked' || state === 'pending' ? reason : null;

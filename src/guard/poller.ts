@@ -1,5 +1,5 @@
 // Runs license checks: at start, on a node-cron schedule with jitter, and sooner while failing.
-import cron, { type ScheduledTask } from 'node-cron';
+import cron, { type RunCoordinator, type ScheduledTask } from 'node-cron';
 
 export interface PollerOptions {
   schedule: string;
@@ -10,6 +10,11 @@ export interface PollerOptions {
   now: () => number;
   /** Performs one check; resolves true on a verified verdict, false on a failed check. Never rejects. */
   check: () => Promise<boolean>;
+  /**
+   * Cluster mode: elects one instance per schedule slot (node-cron's `distributed` mode with our
+   * coordinator); the others skip the slot and call `onSkipped`.
+   */
+  coordinator?: { runCoordinator: RunCoordinator; leaseMs: number; onSkipped: () => void };
 }
 
 export interface Poller {
@@ -19,6 +24,8 @@ export interface Poller {
   refresh(): Promise<boolean>;
   /** Stops the schedule and every timer. */
   close(): void;
+  /** Drops a pending retry (cluster mode: a peer has checked since, and owns the retry stream). */
+  cancelRetry(): void;
   nextCheckAt(): number | null;
   consecutiveFailures(): number;
 }
@@ -36,6 +43,12 @@ export function createPoller(options: PollerOptions): Poller {
   let retryAt: number | null = null;
   let failures = 0;
   let closed = false;
+
+  function cancelRetry() {
+    if (retryTimer) clearTimeout(retryTimer);
+    retryTimer = undefined;
+    retryAt = null;
+  }
 
   function scheduleRetry() {
     if (retryTimer) clearTimeout(retryTimer);
@@ -60,9 +73,7 @@ export function createPoller(options: PollerOptions): Poller {
         if (closed) return ok;
         if (ok) {
           failures = 0;
-          if (retryTimer) clearTimeout(retryTimer);
-          retryTimer = undefined;
-          retryAt = null;
+          cancelRetry();
         } else {
           failures++;
           scheduleRetry();
@@ -75,20 +86,23 @@ export function createPoller(options: PollerOptions): Poller {
   return {
     start() {
       if (task || closed) return;
+      const { coordinator } = options;
       task = cron.createTask(options.schedule, () => refresh(), {
         noOverlap: true,
+        ...(coordinator && { distributed: true, runCoordinator: coordinator.runCoordinator, distributedLease: coordinator.leaseMs }),
         // node-cron waits a random 0…maxRandomDelay ms before each run: thousands of panels
         // on the same schedule spread their checks instead of hitting the mother together.
         maxRandomDelay: options.jitterMs,
         name: 'panel-license-guard',
       });
+      if (coordinator) task.on('execution:skipped', () => coordinator.onSkipped());
       void task.start();
     },
     refresh,
+    cancelRetry,
     close() {
       closed = true;
-      if (retryTimer) clearTimeout(retryTimer);
-      retryTimer = undefined;
+      cancelRetry();
       if (task) void task.destroy();
       task = undefined;
     },

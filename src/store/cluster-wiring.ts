@@ -1,0 +1,45 @@
+// Builds cluster mode's pieces from the guard's config: the sync and the record a check publishes.
+import { errorCodeOf } from '../errors.js';
+import type { GuardConfig } from '../guard/guard-options.js';
+import type { LicenseMonitor } from '../guard/license-monitor.js';
+import type { Poller } from '../guard/poller.js';
+import { ClusterSync } from './cluster-sync.js';
+import type { SharedVerdict } from './shared-verdict.js';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, onPeerRecord: () => void): ClusterSync | undefined {
+  if (!config.store) return undefined;
+  return new ClusterSync({
+    store: config.store,
+    panelId: config.panelKey,
+    mac: config.storeMac,
+    monitor,
+    now: config.now,
+    syncIntervalMs: config.syncIntervalMs,
+    // Kept while the panel runs (every check rewrites it) and long enough to carry a verdict
+    // through any grace period; a retired panel's record expires on its own.
+    recordTtlMs: Math.min(2 ** 31 - 1, Math.max(30 * DAY_MS, 2 * config.gracePeriodMs)),
+    staleAfterMs: config.jitterMs + config.client.timeoutMs + 30_000,
+    checkTimeoutMs: config.client.timeoutMs,
+    onPeerRecord,
+  });
+}
+
+/**
+ * What this instance's check tells the others: the verdict it now holds, and whether this check
+ * failed. The poller counts the failure only after the check resolves, hence `+ 1`.
+ */
+export function sharedRecordOf(monitor: LicenseMonitor, failure: unknown, poller: Pick<Poller, 'consecutiveFailures' | 'nextCheckAt'>): SharedVerdict {
+  const { verdict, lastSuccessAt } = monitor.entry;
+  const checkedAt = Math.floor(monitor.lastCheckAt ?? monitor.clock.now());
+  return {
+    checkedAt,
+    verdict: verdict ?? null,
+    lastSuccessAt: lastSuccessAt === null ? null : Math.floor(lastSuccessAt),
+    failure: failure === null ? null : errorCodeOf(failure).slice(0, 64),
+    failures: failure === null ? 0 : poller.consecutiveFailures() + 1,
+    nextCheckAt: poller.nextCheckAt() === null ? null : Math.floor(poller.nextCheckAt() as number),
+    savedAt: Math.floor(monitor.clock.latestSeen()),
+  };
+}

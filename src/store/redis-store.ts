@@ -1,0 +1,86 @@
+// redisLicenseStore(): the LicenseStore of cluster mode on a node-redis 5 client the host app owns.
+import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import type { LicenseStore } from './license-store.js';
+
+/** The part of a node-redis 5 client (`createClient()` from `redis`) this store uses. */
+export interface NodeRedisClient {
+  readonly isReady: boolean;
+  sendCommand(args: string[]): Promise<unknown>;
+  /** A second connection for SUBSCRIBE (a subscribed connection can send nothing else). */
+  duplicate(): NodeRedisSubscriber;
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+}
+
+export interface NodeRedisSubscriber {
+  connect(): Promise<unknown>;
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
+  destroy(): void;
+}
+
+export interface RedisLicenseStoreOptions {
+  /** A connected node-redis 5 client (`await createClient({ url }).connect()`). Not closed by the store. */
+  client: NodeRedisClient;
+  /** Prefix of every key and channel, so several panels or environments can share one Redis. @default 'panel-license:' */
+  prefix?: string;
+  /** Longest wait for one Redis command before the guard treats the store as unavailable. @default 1000 */
+  commandTimeoutMs?: number;
+}
+
+// Stores the value and announces it in one atomic step, so a subscriber never hears of a value
+// that is not in Redis yet.
+const PUBLISH_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); redis.call('PUBLISH', KEYS[1], ARGV[1]); return 1";
+
+/**
+ * A LicenseStore on Redis. Commands fail fast while the client is not connected (node-redis
+ * would otherwise queue them until Redis comes back) and after `commandTimeoutMs`, so a Redis
+ * outage turns into "check the mother yourself", never into a stalled guard.
+ */
+export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseStore {
+  if (typeof options !== 'object' || options === null)
+    throw optionError('options', 'must be an object', 'Pass { client } with a connected node-redis 5 client.');
+  const problems = new OptionProblems();
+  rejectUnknownOptions('redisLicenseStore', options, ['client', 'prefix', 'commandTimeoutMs'], problems);
+  const { client } = options;
+  if (typeof client?.sendCommand !== 'function' || typeof client.duplicate !== 'function')
+    problems.add(optionError('client', 'is not a node-redis 5 client', "Pass `await createClient({ url }).connect()` from the 'redis' package (version 5)."));
+  const prefix = options.prefix ?? 'panel-license:';
+  if (typeof prefix !== 'string' || prefix.length > 200 || /[\s\p{Cc}]/u.test(prefix))
+    problems.add(optionError('prefix', 'must be a string of at most 200 characters without spaces or control characters', 'Pass e.g. "prod:panel-license:".'));
+  const timeoutMs = problems.check(() => positiveInteger('commandTimeoutMs', options.commandTimeoutMs, 1000, 1, 60_000), 1000);
+  problems.throwIfAny('redisLicenseStore');
+
+  // node-redis throws an 'error' event that has no listener (and ends the process); the guard
+  // reports failures of its own commands, so the events only need to be absorbed here.
+  client.on('error', () => {});
+
+  function command<T>(args: string[]): Promise<T> {
+    if (!client.isReady) return Promise.reject(new Error('Redis is not connected.'));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not answer ${args[0]} within ${timeoutMs} ms.`)), timeoutMs);
+    });
+    return Promise.race([client.sendCommand(args) as Promise<T>, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  return {
+    kind: 'redis',
+    get: (key) => command<string | null>(['GET', prefix + key]),
+    async publish(key, value, ttlMs) {
+      await command(['EVAL', PUBLISH_SCRIPT, '1', prefix + key, value, String(Math.max(1, Math.floor(ttlMs)))]);
+    },
+    async acquire(key, ttlMs) {
+      const reply = await command<string | null>(['SET', prefix + key, String(process.pid), 'NX', 'PX', String(Math.max(1, Math.floor(ttlMs)))]);
+      return reply === 'OK';
+    },
+    async subscribe(key, listener) {
+      const subscriber = client.duplicate();
+      subscriber.on('error', () => {});
+      // node-redis reconnects and re-subscribes by itself after an outage; messages published
+      // meanwhile are lost, which the guard's periodic read makes up for.
+      void subscriber.connect().catch(() => {});
+      await subscriber.subscribe(prefix + key, (message) => listener(message));
+      return async () => subscriber.destroy();
+    },
+  };
+}

@@ -1,0 +1,233 @@
+import { randomBytes } from 'node:crypto';
+import { createClient, type RedisClientType } from 'redis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
+import { redisLicenseStore } from '../src/redis.js';
+import type { LicenseStore } from '../src/store/license-store.js';
+import { API_KEY, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { OwnRedis, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+
+const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
+const EVERY_SECOND = '* * * * * *';
+
+let emulator: MotherEmulator;
+const clients: RedisClientType[] = [];
+const guards: LicenseGuard[] = [];
+const errors: unknown[] = [];
+
+async function connect(url = REDIS_URL): Promise<RedisClientType> {
+  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } }) as RedisClientType;
+  client.on('error', () => {});
+  await client.connect();
+  clients.push(client);
+  return client;
+}
+
+/** One instance of the panel: its own Redis connection, as a separate process would have. */
+async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}, url = REDIS_URL): Promise<LicenseGuard> {
+  const store = redisLicenseStore({ client: await connect(url), prefix });
+  const guard = licenseGuard({ client: clientFor(emulator), store, schedule: EVERY_SECOND, jitterMs: 0, syncIntervalMs: 500, ...options });
+  guard.on('error', (error) => errors.push(error));
+  guards.push(guard);
+  return guard;
+}
+
+const licenseCalls = () => emulator.requests.filter((request) => request.endpoint === 'license.php').length;
+const newPrefix = () => `test-cluster-${process.pid}-${randomBytes(4).toString('hex')}:`;
+
+beforeAll(async () => {
+  emulator = await startEmulator();
+});
+afterAll(() => emulator.close());
+afterEach(async () => {
+  await Promise.all(guards.splice(0).map((guard) => guard.close()));
+  await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})));
+  errors.length = 0;
+  emulator.setFaults({});
+  emulator.setPanel(API_KEY, { active: true, reason: null });
+  emulator.reset();
+});
+
+describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () => {
+  describe('with four instances', () => {
+    it('runs one license check per schedule slot for the whole cluster', async () => {
+      const prefix = newPrefix();
+      const four = await Promise.all([1, 2, 3, 4].map(() => instance(prefix)));
+      await Promise.all(four.map((guard) => guard.start()));
+      expect(four.map((guard) => guard.state)).toEqual(['active', 'active', 'active', 'active']);
+      expect(licenseCalls()).toBe(1);
+      const before = licenseCalls();
+      const started = Date.now();
+      await sleep(5200);
+      const slots = Math.floor((Date.now() - started) / 1000);
+      const calls = licenseCalls() - before;
+      // One per slot (±1 for the slots at either edge of the window); four instances alone would make 4 per slot.
+      expect(calls).toBeGreaterThanOrEqual(slots - 1);
+      expect(calls).toBeLessThanOrEqual(slots + 1);
+      expect(four.filter((guard) => guard.status().lastCheckBy === 'peer').length).toBeGreaterThan(0);
+    }, 20_000);
+
+    it('locks every instance within a second when one refresh sees active: false', async () => {
+      const prefix = newPrefix();
+      const four = await Promise.all([1, 2, 3, 4].map(() => instance(prefix, { schedule: '0 0 1 1 *', syncIntervalMs: 60_000 })));
+      await Promise.all(four.map((guard) => guard.start()));
+      emulator.setPanel(API_KEY, { active: false, reason: 'Unpaid invoice' });
+      const flipped = Date.now();
+      expect(await four[2]?.refresh()).toBe('locked');
+      await waitFor(() => four.every((guard) => guard.state === 'locked'), 'all four locked', 1000);
+      expect(Date.now() - flipped).toBeLessThan(1000);
+      expect(four[0]?.status()).toMatchObject({ state: 'locked', reason: 'Unpaid invoice', lastCheckBy: 'peer', store: 'ok' });
+      emulator.setPanel(API_KEY, { active: true, reason: null });
+      expect(await four[1]?.refresh()).toBe('active');
+      await waitFor(() => four.every((guard) => guard.state === 'active'), 'all four unlocked', 1000);
+    });
+
+    it('has one retry stream while the mother fails, and grace from the cluster’s last success', async () => {
+      const prefix = newPrefix();
+      const four = await Promise.all([1, 2, 3, 4].map(() => instance(prefix, { retryBaseMs: 300, retryMaxMs: 300 })));
+      await Promise.all(four.map((guard) => guard.start()));
+      emulator.setFaults({ down: true });
+      await waitFor(() => four.every((guard) => guard.state === 'grace'), 'all four in grace', 3000);
+      const lastSuccessAt = four[0]?.status().lastSuccessAt;
+      const before = licenseCalls();
+      await sleep(3000);
+      // One slot per second plus one retry stream every 300 ms: about 3 + 10, far below 4 × that.
+      expect(licenseCalls() - before).toBeLessThanOrEqual(18);
+      for (const guard of four) expect(guard.status()).toMatchObject({ state: 'grace', lastSuccessAt, lastError: 'HTTP_STATUS' });
+    }, 20_000);
+  });
+
+  describe('at start-up', () => {
+    it('adopts a current verdict without calling the mother', async () => {
+      const prefix = newPrefix();
+      await (await instance(prefix, { schedule: '0 0 1 1 *' })).start();
+      const calls = licenseCalls();
+      const late = await instance(prefix, { schedule: '0 0 1 1 *' });
+      expect(await late.start()).toBe('active');
+      expect(licenseCalls()).toBe(calls);
+    });
+
+    it('restores the cluster’s verdict during a mother outage: active → grace, locked stays locked', async () => {
+      const prefix = newPrefix();
+      const first = await instance(prefix, { schedule: '0 0 1 1 *' });
+      await first.start();
+      emulator.setFaults({ down: true });
+      expect(await first.refresh()).toBe('grace');
+      const restarted = await instance(prefix, { schedule: '0 0 1 1 *' });
+      expect(await restarted.start()).toBe('grace');
+      // Grace runs from the cluster's last success, not from this instance's start.
+      expect(Math.abs((restarted.status().graceEndsAt ?? 0) - (first.status().graceEndsAt ?? 0))).toBeLessThan(100);
+
+      emulator.setFaults({});
+      emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+      expect(await first.refresh()).toBe('locked');
+      emulator.setFaults({ down: true });
+      const again = await instance(prefix, { schedule: '0 0 1 1 *' });
+      expect(await again.start()).toBe('locked');
+      expect(again.status().reason).toBe('Suspended');
+    });
+  });
+
+  describe('with a forged verdict in Redis', () => {
+    it('stays locked and reports it through error', async () => {
+      const prefix = newPrefix();
+      const a = await instance(prefix, { schedule: '0 0 1 1 *', syncIntervalMs: 100 });
+      const b = await instance(prefix, { schedule: '0 0 1 1 *', syncIntervalMs: 100 });
+      emulator.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
+      await a.start();
+      await b.start();
+      expect([a.state, b.state]).toEqual(['locked', 'locked']);
+      const key = `${prefix}${clientFor(emulator).panelId}:verdict`;
+      const raw = await clients[0]?.get(key);
+      const record = JSON.parse(raw as string) as Record<string, unknown>;
+      const active = { ...(record.verdict as object), active: true, reason: null };
+      const forgeries = [
+        { ...record, verdict: active, checkedAt: Date.now(), lastSuccessAt: Date.now() },
+        { ...record, verdict: active, checkedAt: Date.now(), lastSuccessAt: Date.now(), mac: undefined },
+        { ...record, verdict: active, checkedAt: Date.now(), lastSuccessAt: Date.now(), mac: 'f'.repeat(64) },
+      ];
+      for (const forged of forgeries) {
+        const text = JSON.stringify(forged);
+        await clients[0]?.set(key, text);
+        await clients[0]?.publish(key, text);
+        await sleep(300);
+        expect([a.state, b.state]).toEqual(['locked', 'locked']);
+      }
+      const rejected = errors.filter((error) => (error as { code?: string }).code === 'SHARED_VERDICT_REJECTED');
+      expect(rejected.length).toBeGreaterThanOrEqual(forgeries.length);
+      expect(String((rejected[0] as Error).message)).toMatch(/does not verify|carries no MAC/);
+    });
+  });
+
+  describe('when published changes are lost', () => {
+    it('converges through the periodic read', async () => {
+      const prefix = newPrefix();
+      const a = await instance(prefix, { schedule: '0 0 1 1 *' });
+      const deaf = redisLicenseStore({ client: await connect(), prefix });
+      const noSubscription: LicenseStore = { ...deaf, subscribe: async () => async () => {} };
+      const b = licenseGuard({ client: clientFor(emulator), store: noSubscription, schedule: '0 0 1 1 *', syncIntervalMs: 200 });
+      guards.push(b);
+      await a.start();
+      await b.start();
+      emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+      await a.refresh();
+      await waitFor(() => b.state === 'locked', 'the deaf instance locked', 2000);
+    });
+  });
+
+  describe('when Redis is unreachable', () => {
+    let redis: OwnRedis;
+    beforeAll(async () => {
+      redis = await OwnRedis.create();
+    });
+    afterAll(() => redis.stop());
+
+    it('never locks; each instance checks on its own and follows a real lock; then reconverges', async () => {
+      const prefix = newPrefix();
+      const three = await Promise.all([1, 2, 3].map(() => instance(prefix, { syncIntervalMs: 200 }, redis.url)));
+      await Promise.all(three.map((guard) => guard.start()));
+      await redis.stop();
+      await waitFor(() => three.every((guard) => guard.status().store === 'unavailable'), 'the store seen as unavailable', 5000);
+      expect(three.map((guard) => guard.state)).toEqual(['active', 'active', 'active']);
+      const before = licenseCalls();
+      await sleep(2100);
+      // Each instance now checks every slot on its own.
+      expect(licenseCalls() - before).toBeGreaterThanOrEqual(4);
+      expect(three.map((guard) => guard.state)).toEqual(['active', 'active', 'active']);
+      expect(errors.some((error) => (error as { code?: string }).code === 'STORE_UNAVAILABLE')).toBe(true);
+
+      emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+      await waitFor(() => three.every((guard) => guard.state === 'locked'), 'each instance locked by its own check', 4000);
+      emulator.setPanel(API_KEY, { active: true, reason: null });
+      await waitFor(() => three.every((guard) => guard.state === 'active'), 'each instance unlocked by its own check', 4000);
+
+      await redis.start();
+      await waitFor(() => three.every((guard) => guard.status().store === 'ok'), 'the store back', 8000);
+      await sleep(1100);
+      const after = licenseCalls();
+      const started = Date.now();
+      await sleep(3100);
+      const slots = Math.floor((Date.now() - started) / 1000);
+      expect(licenseCalls() - after).toBeLessThanOrEqual(slots + 1);
+      emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+      await waitFor(() => three.every((guard) => guard.state === 'locked'), 'one verdict again', 3000);
+    }, 40_000);
+  });
+});
+
+describe('licenseGuard() store options', () => {
+  const base = { baseUrl: 'https://mother.example', apiKey: 'k', apiSecret: 's' };
+  it('refuses stateFile together with store', () => {
+    const store = { kind: 'x', get: async () => null, publish: async () => {}, subscribe: async () => async () => {}, acquire: async () => true };
+    expect(() => licenseGuard({ ...base, store, stateFile: '/tmp/x.json' })).toThrow(/`stateFile` was given together with `store`/);
+  });
+  it('refuses a store that is not one, and syncIntervalMs without a store', () => {
+    expect(() => licenseGuard({ ...base, store: {} as LicenseStore })).toThrow(/`store` is not a license store/);
+    expect(() => licenseGuard({ ...base, syncIntervalMs: 1000 })).toThrow(/`syncIntervalMs` only applies in cluster mode/);
+  });
+  it('refuses a client that is not node-redis', () => {
+    expect(() => redisLicenseStore({ client: {} as never })).toThrow(/`client` is not a node-redis 5 client/);
+    expect(() => redisLicenseStore({ client: { sendCommand: () => {}, duplicate: () => {} } as never, prefix: 'a b' })).toThrow(/`prefix`/);
+  });
+});
