@@ -2,6 +2,8 @@
 import express from 'express';
 import helmet from 'helmet';
 import { licenseGuard } from 'panel-license-guard';
+import { redisLicenseStore } from 'panel-license-guard/redis';
+import { createClient } from 'redis';
 
 /** Branding the emulator is configured with; bare and helmet apps use it as a constant, so every body has the same size. */
 export const BENCH_BRANDING = Object.freeze({ name: 'Bench Records', color: '#2563eb' });
@@ -48,26 +50,37 @@ function mountHome(app) {
   });
 }
 
-function guardFor(panel, baseUrl) {
+function guardFor(panel, baseUrl, store) {
   // Far-away schedule and no jitter: the only check is the one at start(), none during the measurement.
-  return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0 });
+  return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0, ...(store && { store }) });
+}
+
+/** Cluster mode's store on a real Redis, with its own prefix per run. */
+async function redisStore(redisUrl) {
+  const client = createClient({ url: redisUrl });
+  client.on('error', () => {});
+  await client.connect();
+  return { store: redisLicenseStore({ client, prefix: `bench-${process.pid}:` }), client };
 }
 
 /**
  * Builds one variant. Resolves with `{ app, close }` once the app is ready to serve
  * (for guarded variants: once the first license check has settled).
  * - `bare`: the route alone. `guard`: behind an active licenseGuard. `helmet`: behind helmet().
+ * - `guard-redis`: the same guard in cluster mode on a Redis store (`redisUrl`).
  * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
  * - `locked`: behind a locked licenseGuard (every request gets the lock page).
  * - `static-lock`: a route that res.send()s `lockHtml` (the lock page's bytes) with the same status.
  */
-export async function buildApp({ variant, baseUrl, lockHtml }) {
+export async function buildApp({ variant, baseUrl, lockHtml, redisUrl }) {
   const app = baseApp();
   let guard;
-  if (variant === 'guard' || variant === 'locked') {
-    guard = guardFor(variant === 'guard' ? PANELS.active : PANELS.locked, baseUrl);
+  let redis;
+  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis') {
+    if (variant === 'guard-redis') redis = await redisStore(redisUrl);
+    guard = guardFor(variant === 'locked' ? PANELS.locked : PANELS.active, baseUrl, redis?.store);
     const state = await guard.start();
-    const expected = variant === 'guard' ? 'active' : 'locked';
+    const expected = variant === 'locked' ? 'locked' : 'active';
     if (state !== expected) throw new Error(`bench: the ${variant} guard started in state "${state}", expected "${expected}"`);
     app.use(guard);
   } else if (variant === 'noop') {
@@ -84,5 +97,5 @@ export async function buildApp({ variant, baseUrl, lockHtml }) {
     throw new TypeError(`bench: unknown variant "${variant}"`);
   }
   mountHome(app);
-  return { app, close: () => guard?.close() };
+  return { app, close: () => guard?.close().then(() => redis?.client.close()) };
 }

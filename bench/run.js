@@ -1,6 +1,8 @@
 // `npm run bench`: runs every figure in one process tree on one machine, prints the table, writes bench/results.json.
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
+import { measureCluster } from './cluster.js';
 import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
@@ -24,6 +26,7 @@ const SETTINGS = quick
       handler: { rounds: 3 },
       outbox: { rounds: 1, count: 100, concurrency: 4 },
       memory: { first: 1000, total: 5000, connections: 32 },
+      cluster: { flips: 4, slotSeconds: 3 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -31,9 +34,26 @@ const SETTINGS = quick
       handler: { rounds: 9 },
       outbox: { rounds: 5, count: 500, concurrency: 4 },
       memory: { first: 1000, total: 50_000, connections: 32 },
+      cluster: { flips: 40, slotSeconds: 10 },
     };
 
 const log = (line) => console.error(line);
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** True when something answers a Redis PING at `url` within a second. */
+function redisAnswers(url) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port || 6379), hostname, () => socket.write('PING\r\n'));
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')));
+  });
+}
 
 async function main() {
   const started = performance.now();
@@ -46,17 +66,20 @@ async function main() {
       : '  no CPU pinning (no taskset or one CPU)',
   );
   // The mother emulator gets its own process: idle during the HTTP figures, on its own core for the outbox.
+  const redisUrl = (await redisAnswers(REDIS_URL)) ? REDIS_URL : undefined;
+  if (!redisUrl) log(`  Redis at ${REDIS_URL} did not answer: the cluster-mode figures are skipped (set REDIS_URL).`);
   const emulator = await startChild({ role: 'emulator' });
   const baseUrl = emulator.info.url;
   const figures = [];
   try {
     const steps = [
-      ['1. request path', () => measureRequestPath({ baseUrl, ...SETTINGS.http, log })],
+      ['1. request path', () => measureRequestPath({ baseUrl, redisUrl, ...SETTINGS.http, log })],
       [
         '1b. handler cost',
         () =>
           measureHandlerCost({
             baseUrl,
+            redisUrl,
             bareCpuMicros: figures.find((f) => f.id === 'request-path').raw.cpuMedians.bare,
             rounds: SETTINGS.handler.rounds,
             log,
@@ -66,6 +89,7 @@ async function main() {
       ['3. signing', () => measureSigning({ ...SETTINGS.signing, log })],
       ['4. release delivery', () => measureOutbox({ emulator, ...SETTINGS.outbox, log })],
       ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
+      ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();

@@ -8,7 +8,7 @@ const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 /**
  * Builds the panel. Nothing starts until `start()`: tests and `start.js` decide when.
 
- * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, outboxFile?: string, demoControls?: boolean, supportContact?: string, logger?: { warn(m: string): void, error(m: string): void } }} config
+ * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, store?: import('panel-license-guard').LicenseStore, outboxFile?: string, demoControls?: boolean, supportContact?: string, logger?: { warn(m: string): void, error(m: string): void } }} config
  */
 export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
@@ -21,7 +21,8 @@ export function createPanelApp(config) {
     publicMessage: ({ state }) =>
       state === 'pending' ? 'The panel is starting up. One moment, please.' : 'The panel is paused for now. Your tracks and data are safe.',
     supportContact: config.supportContact ?? 'support@panel.example',
-    ...(config.stateFile ? { stateFile: config.stateFile } : {}),
+    // One instance keeps its verdict in a file; several share it in a store (cluster mode).
+    ...(config.store ? { store: config.store } : config.stateFile ? { stateFile: config.stateFile } : {}),
     ...(config.logger ? { logger: config.logger } : {}),
   });
   // Uploads are stored durably before the artist sees "queued"; a background worker delivers them.
@@ -36,7 +37,8 @@ export function createPanelApp(config) {
   // fallthrough: false makes a miss a 404 instead of passing the request on to protected routes.
   app.use('/static', express.static(here('./public'), { maxAge: '1h', fallthrough: false }));
   app.get('/healthz', (_req, res) => {
-    res.json({ ok: true, license: guard.status() });
+    // `instance` shows which process answered when several serve the port (cluster mode).
+    res.json({ ok: true, instance: process.pid, license: guard.status() });
   });
 
   if (config.demoControls) {

@@ -1,8 +1,10 @@
 // `npm start`: the example panel against the built-in mother emulator (or a real mother via env).
 
+import cluster from 'node:cluster';
 import { createServer } from 'node:http';
 import { createMotherEmulator } from 'panel-license-guard/testing';
 import { createPanelApp } from './app.js';
+import { clusterRequested, runClusterWorker, startClusterPrimary } from './cluster.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const emulatorPort = Number(process.env.EMULATOR_PORT ?? 4010);
@@ -46,10 +48,15 @@ async function main() {
     config = { baseUrl: emulator.url, ...demo };
   }
 
+  const outboxFile = process.env.OUTBOX_FILE ?? './data/outbox.db';
+  if (clusterRequested()) {
+    await runCluster({ config: { ...config, demoControls: Boolean(emulator) }, emulator, outboxFile });
+    return;
+  }
   const panel = createPanelApp({
     ...config,
     stateFile: process.env.LICENSE_STATE_FILE ?? './data/license-state.json',
-    outboxFile: process.env.OUTBOX_FILE ?? './data/outbox.db',
+    outboxFile,
     demoControls: Boolean(emulator),
   });
   panel.guard.on('lock', ({ reason }) => console.log(`[license] locked: ${reason}`));
@@ -80,15 +87,25 @@ async function main() {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  // `npm start` runs this through a shell, which may exit on SIGTERM without passing it on:
-  // stop with our parent instead of holding both ports as an orphan.
+  exitWithParent(stop);
+  const state = await panel.start();
+
+  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);
+  printDemoLines(emulator);
+}
+
+/**
+ * `npm start` runs this through a shell, which may exit on SIGTERM without passing it on: stop
+ * with our parent instead of holding the ports as an orphan.
+ */
+function exitWithParent(stop) {
   const parent = process.ppid;
   setInterval(() => {
     if (process.ppid !== parent) void stop();
   }, 1000).unref();
-  const state = await panel.start();
+}
 
-  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (license: ${state})`);
+function printDemoLines(emulator) {
   if (emulator) {
     console.log(`Mother emulator: ${emulator.url}`);
     const admin = `${emulator.adminUrl}/panels/${demo.apiKey}`;
@@ -100,7 +117,28 @@ async function main() {
   console.log('\nCtrl-C to stop.');
 }
 
-main().catch((error) => {
+/** Cluster mode: the emulator stays here; the workers share the port and one verdict on Redis. */
+async function runCluster({ config, emulator, outboxFile }) {
+  const primary = await startClusterPrimary({ config, port, outboxFile }).catch(async (error) => {
+    await emulator?.close();
+    throw error;
+  });
+  const stop = async () => {
+    await primary.stop();
+    await emulator?.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  exitWithParent(stop);
+  console.log(`\nExample panel:   http://127.0.0.1:${port}/   (${primary.count} workers sharing one verdict on ${primary.redisUrl})`);
+  console.log(`  licenses: ${primary.states.join(', ')}`);
+  console.log(`  which worker answered, and what it knows: curl -s http://127.0.0.1:${port}/healthz`);
+  printDemoLines(emulator);
+}
+
+const run = cluster.isWorker ? runClusterWorker : main;
+run().catch((error) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });

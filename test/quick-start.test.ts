@@ -5,9 +5,12 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
+import { sleep, waitFor } from './helpers.js';
+import { REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 // The README's quick start, run as a newcomer would: `npm start` (stopped), then `npm test`.
 const root = resolve(import.meta.dirname, '..');
+const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -26,7 +29,8 @@ async function occupied(): Promise<{ server: Server; port: number }> {
 /** Runs the example panel until `until` appears on stdout (or it exits); returns its output and exit code. */
 function runExample(env: Record<string, string>, until: string | null): Promise<{ out: string; err: string; code: number | null }> {
   return new Promise((done, reject) => {
-    const child = spawn(process.execPath, ['example-app/start.js'], { cwd: root, env: { ...process.env, ...env } });
+    // REDIS_URL would switch the example to cluster mode: only the test that wants it sets it.
+    const child = spawn(process.execPath, ['example-app/start.js'], { cwd: root, env: { ...process.env, REDIS_URL: '', ...env } });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -41,6 +45,47 @@ function runExample(env: Record<string, string>, until: string | null): Promise<
     setTimeout(() => child.kill('SIGKILL'), 20_000).unref();
   });
 }
+
+describe.skipIf(!haveRedis)('the example in cluster mode (REDIS_URL set)', () => {
+  it('runs node:cluster workers that lock together, and stops them all', async () => {
+    const [port, emulatorPort] = [await freePort(), await freePort()];
+    const outboxFile = resolve(root, 'data/quick-start-cluster-outbox.db');
+    const child = spawn(process.execPath, ['example-app/start.js'], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL, WORKERS: '2', PORT: String(port), EMULATOR_PORT: String(emulatorPort), OUTBOX_FILE: outboxFile },
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    try {
+      await waitFor(() => out.includes('Ctrl-C to stop.'), 'the cluster to start', 20_000);
+      expect(out).toContain('(2 workers sharing one verdict on');
+      const admin = out.match(/lock: {4}curl .* (http:\S+)/)?.[1] as string;
+      await fetch(admin, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ active: false, reason: 'Invoice overdue' }),
+      });
+      expect(await (await fetch(`http://127.0.0.1:${port}/healthz/refresh`, { method: 'POST' })).json()).toMatchObject({ state: 'locked' });
+      await sleep(300);
+      const seen = new Map<number, string>();
+      for (let i = 0; i < 12; i++) {
+        const health = (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { instance: number; license: { state: string; store: string } };
+        expect(health.license.store).toBe('ok');
+        seen.set(health.instance, health.license.state);
+      }
+      expect([...seen.values()]).toEqual(['locked', 'locked']);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      for (const pid of seen.keys()) expect(() => process.kill(pid, 0)).toThrow();
+    } finally {
+      child.kill('SIGKILL');
+      for (const file of [outboxFile, `${outboxFile}-wal`, `${outboxFile}-shm`]) rmSync(file, { force: true });
+    }
+  }, 40_000);
+});
 
 describe('the quick start', () => {
   it('runs the example once, then lints clean (npm start, then npm test)', async () => {
