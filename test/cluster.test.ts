@@ -1,12 +1,14 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { createClient, type RedisClientType } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
 import { redisLicenseStore } from '../src/redis.js';
 import type { LicenseStore } from '../src/store/license-store.js';
-import { API_KEY, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
-import { OwnRedis, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+import { API_KEY, API_SECRET, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { freePort, OwnRedis, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
 const EVERY_SECOND = '* * * * * *';
@@ -155,7 +157,8 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
         expect([a.state, b.state]).toEqual(['locked', 'locked']);
       }
       const rejected = errors.filter((error) => (error as { code?: string }).code === 'SHARED_VERDICT_REJECTED');
-      expect(rejected.length).toBeGreaterThanOrEqual(forgeries.length);
+      // Each instance reports a refused value, and at most one a minute: a flood does not flood the log.
+      expect(rejected.length).toBe(2);
       expect(String((rejected[0] as Error).message)).toMatch(/does not verify|carries no MAC/);
     });
   });
@@ -165,7 +168,7 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
       const prefix = newPrefix();
       const a = await instance(prefix, { schedule: '0 0 1 1 *' });
       const deaf = redisLicenseStore({ client: await connect(), prefix });
-      const noSubscription: LicenseStore = { ...deaf, subscribe: async () => async () => {} };
+      const noSubscription: LicenseStore = { ...deaf, subscribe: () => ({ ready: Promise.resolve(), close: async () => {} }) };
       const b = licenseGuard({ client: clientFor(emulator), store: noSubscription, schedule: '0 0 1 1 *', syncIntervalMs: 200 });
       guards.push(b);
       await a.start();
@@ -216,10 +219,59 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
   });
 });
 
+describe('a process in cluster mode whose Redis never answered', () => {
+  it('starts on its own check, and exits once the guard and its client are closed', async () => {
+    const port = await freePort();
+    const script = `
+      import { createClient } from 'redis';
+      import { licenseGuard } from '../dist/index.js';
+      import { redisLicenseStore } from '../dist/redis.js';
+      const client = createClient({ url: 'redis://127.0.0.1:${port}', socket: { reconnectStrategy: () => 50 } });
+      client.on('error', () => {});
+      client.connect().catch(() => {});
+      const guard = licenseGuard({ baseUrl: process.env.MOTHER_URL, apiKey: process.env.KEY, apiSecret: process.env.SECRET, store: redisLicenseStore({ client }) });
+      guard.on('error', (e) => console.log('error', e.code));
+      console.log('state', await guard.start(), guard.status().store);
+      await guard.close();
+      await client.destroy();
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('.', import.meta.url)),
+      env: { ...process.env, MOTHER_URL: emulator.url, KEY: API_KEY, SECRET: API_SECRET },
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        resolve(-1);
+      }, 10_000);
+      child.on('exit', (exit) => {
+        clearTimeout(timer);
+        resolve(exit);
+      });
+    });
+    expect(out).toContain('state active unavailable');
+    expect(out).toContain('error STORE_UNAVAILABLE');
+    expect(code, out).toBe(0);
+  }, 20_000);
+});
+
 describe('licenseGuard() store options', () => {
   const base = { baseUrl: 'https://mother.example', apiKey: 'k', apiSecret: 's' };
   it('refuses stateFile together with store', () => {
-    const store = { kind: 'x', get: async () => null, publish: async () => {}, subscribe: async () => async () => {}, acquire: async () => true };
+    const store: LicenseStore = {
+      kind: 'x',
+      get: async () => null,
+      publish: async () => {},
+      subscribe: () => ({ ready: Promise.resolve(), close: async () => {} }),
+      acquire: async () => null,
+    };
     expect(() => licenseGuard({ ...base, store, stateFile: '/tmp/x.json' })).toThrow(/`stateFile` was given together with `store`/);
   });
   it('refuses a store that is not one, and syncIntervalMs without a store', () => {

@@ -63,7 +63,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   const monitor = new LicenseMonitor(config);
   // Aborts a check in flight on close(), so its timer cannot keep the process alive.
   const closing = new AbortController();
-  const sync = config.store && createClusterSync(config, monitor, () => poller.cancelRetry());
+  const sync = createClusterSync(config, monitor, () => poller);
   const poller = createPoller({
     schedule: config.schedule,
     jitterMs: config.jitterMs,
@@ -72,15 +72,29 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     random: config.random,
     now: config.now,
     check: async () => {
+      // Cluster mode: the check's place among the peers' checks is fixed when it starts.
+      const stamp = sync?.nextStamp();
       let failure: unknown = null;
+      let applied: boolean;
+      let lastAnswer: { active: boolean } | undefined;
       try {
         const verdict = await config.client.checkLicense({ signal: closing.signal });
-        monitor.verdictReceived(verdict, config.now());
+        lastAnswer = verdict;
+        applied = monitor.verdictReceived(verdict, config.now(), stamp);
       } catch (error) {
         failure = error;
-        monitor.checkFailed(error, config.now());
+        applied = monitor.checkFailed(error, config.now(), stamp);
       }
-      sync?.share(sharedRecordOf(monitor, failure, poller));
+      if (!applied) {
+        // A peer's later check arrived meanwhile and stands. If its verdict contradicts our answer
+        // (two checks overlapped while the license changed), ask once more: a check that starts
+        // now orders after both, so its answer settles it.
+        const held = monitor.entry.verdict;
+        if (failure === null && held !== undefined && held.active !== lastAnswer?.active && !closing.signal.aborted)
+          setTimeout(() => void poller.refresh(), 50).unref();
+        return true;
+      }
+      if (sync && stamp !== undefined) sync.share(sharedRecordOf(monitor, failure, stamp, poller));
       return failure === null;
     },
     ...(sync && {
@@ -88,8 +102,9 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
         runCoordinator: sync.runCoordinator,
         // Per slot (the key names the slot): long enough that every instance has fired by then.
         leaseMs: config.jitterMs + config.client.timeoutMs + 60_000,
-        // Not elected: the winner's record arrives by subscription; a read catches a lost message.
-        onSkipped: () => void sync.readNow(),
+        // Not elected: the winner's record arrives by subscription; a read catches a lost
+        // message, and if no result follows in time this instance checks itself.
+        onSkipped: () => sync.slotSkipped(),
       },
     }),
   });
@@ -118,10 +133,12 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     if (!started || remaining <= 0) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, remaining);
-      void started?.finally(() => {
-        clearTimeout(timer);
-        resolve();
-      });
+      void started
+        ?.finally(() => {
+          clearTimeout(timer);
+          resolve();
+        })
+        .catch(() => {});
     });
   }
 

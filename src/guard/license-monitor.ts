@@ -1,11 +1,11 @@
 // Applies check outcomes to the license state, keeps the verdict cache and reports changes.
 
 import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
 import { describeError } from '../logger.js';
-import type { SharedVerdict } from '../store/shared-verdict.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
@@ -86,9 +86,13 @@ export class LicenseMonitor extends EventEmitter {
     return remaining === null ? null : this.config.now() + Math.max(0, remaining);
   }
 
-  /** A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock. */
-  verdictReceived(verdict: LicenseResponse, at: number): void {
-    if (this.closed) return;
+  /**
+   * A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock.
+   * In cluster mode `stamp` orders it among the peers' checks: an answer to a check older than
+   * one already applied is dropped (returns false).
+   */
+  verdictReceived(verdict: LicenseResponse, at: number, stamp?: number): boolean {
+    if (this.closed || !this.takeStamp(stamp, true)) return false;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = null;
@@ -96,10 +100,11 @@ export class LicenseMonitor extends EventEmitter {
     const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
     this.move(event, verdict, at, verdict.active ? null : (verdict.reason ?? 'The license is inactive.'));
     this.persist();
+    return true;
   }
 
-  checkFailed(error: unknown, at: number): void {
-    if (this.closed) return;
+  checkFailed(error: unknown, at: number, stamp?: number): boolean {
+    if (this.closed || !this.takeStamp(stamp, false)) return false;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = error;
@@ -111,34 +116,22 @@ export class LicenseMonitor extends EventEmitter {
     // Keeps the file's clock high-water mark current during an outage, so a restart with the
     // clock set back is recognised.
     this.persist();
+    return true;
   }
 
-  /**
-   * Cluster mode: applies a record a peer wrote to the license store, when it is newer than what
-   * this instance knows. A verdict is adopted only when it is newer than this instance's own, so
-   * a peer's failed check never overrides a lock this instance verified; a peer's failure is
-   * otherwise the same as a failed check of our own. Returns true when the record was applied.
-   */
-  applyShared(record: SharedVerdict): boolean {
-    if (this.closed || (this.lastCheckAt !== null && record.checkedAt <= this.lastCheckAt)) return false;
-    this.lastCheckAt = record.checkedAt;
-    this.lastCheckBy = 'peer';
-    this.peerFailures = record.failures;
-    this.lastFailure = record.failure === null ? null : { code: record.failure };
-    const { verdict, lastSuccessAt } = record;
-    const ours = this.entry.lastSuccessAt;
-    if (verdict !== null && lastSuccessAt !== null && (ours === null || lastSuccessAt > ours)) {
-      this.clock.anchor(lastSuccessAt);
-      const reason = verdict.active ? null : (verdict.reason ?? 'The license is inactive.');
-      if (!verdict.active) this.move('verified-inactive', verdict, lastSuccessAt, reason);
-      else if (record.failure === null) this.move('verified-active', verdict, lastSuccessAt, null);
-      else if (this.remainingFor(verdict, lastSuccessAt) > 0) this.move('shared-failing', verdict, lastSuccessAt, null);
-      else this.move('shared-expired', verdict, lastSuccessAt, `The license could not be verified since ${new Date(lastSuccessAt).toISOString()}.`);
-    } else if (record.failure !== null) {
-      const { verdict: current, lastSuccessAt: since, reason } = this.entry;
-      this.move('check-failed', current, since, reason);
+  /** Stamp of the newest check applied (own or a peer's; cluster mode), and of the verdict held. */
+  lastStamp = 0;
+  successStamp = 0;
+  /** Monotonic time (ms) a check outcome was last applied, own or a peer's. */
+  lastAppliedMono = Number.NEGATIVE_INFINITY;
+
+  private takeStamp(stamp: number | undefined, success: boolean): boolean {
+    if (stamp !== undefined) {
+      if (stamp <= this.lastStamp) return false;
+      this.lastStamp = stamp;
+      if (success) this.successStamp = stamp;
     }
-    this.checkGraceEnd();
+    this.lastAppliedMono = performance.now();
     return true;
   }
 

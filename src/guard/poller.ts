@@ -26,6 +26,8 @@ export interface Poller {
   close(): void;
   /** Drops a pending retry (cluster mode: a peer has checked since, and owns the retry stream). */
   cancelRetry(): void;
+  /** Takes over the failure count of a peer's check (cluster mode), so backoff continues from it. */
+  seedFailures(count: number): void;
   nextCheckAt(): number | null;
   consecutiveFailures(): number;
 }
@@ -100,6 +102,9 @@ export function createPoller(options: PollerOptions): Poller {
     },
     refresh,
     cancelRetry,
+    seedFailures(count) {
+      failures = count;
+    },
     close() {
       closed = true;
       cancelRetry();

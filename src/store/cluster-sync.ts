@@ -1,11 +1,15 @@
 // Cluster mode: keeps this instance's verdict in step with the panel's other instances through a LicenseStore.
+import { createHash, randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { RunCoordinator } from 'node-cron';
 import { LocalStateError } from '../errors.js';
 import type { LicenseMonitor } from '../guard/license-monitor.js';
 import { describeError } from '../logger.js';
-import type { LicenseStore, StoreHealth } from './license-store.js';
+import { applySharedVerdict } from './apply-shared.js';
+import type { LicenseStore, StoreHealth, StoreSubscription } from './license-store.js';
 import type { Mac } from './sealed-json.js';
-import { decodeSharedVerdict, encodeSharedVerdict, type SharedVerdict } from './shared-verdict.js';
+import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, type SharedVerdict } from './shared-verdict.js';
+import { callStore, LeaseSeal } from './store-calls.js';
 
 export interface ClusterSyncOptions {
   store: LicenseStore;
@@ -17,29 +21,47 @@ export interface ClusterSyncOptions {
   syncIntervalMs: number;
   /** How long a record stays in the store after its last write. */
   recordTtlMs: number;
-  /** A record counts as current at start-up until its `nextCheckAt` plus this much. */
+  /** A record counts as current until its `nextCheckAt` plus this much. */
   staleAfterMs: number;
-  /** The longest one license check can take (the start-up lease covers it). */
+  /** The longest one license check can take. */
   checkTimeoutMs: number;
+  /** After a skipped slot, how long to wait for the elected peer's record before checking ourselves. */
+  fallbackMs: number;
   /** A peer's newer record was applied: it ran the last check (and owns any retries). */
-  onPeerRecord: () => void;
+  onPeerRecord: (record: SharedVerdict) => void;
+  /** Run our own check now (the elected peer's record never came). */
+  checkNow: () => void;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const REPORT_EVERY_MS = 60_000;
+/**
+ * A record older than this is never current, whatever its schedule says: a starting instance
+ * then restores it as grace (or locked) and checks, so a replayed old record is worth little.
+ */
+const MAX_CURRENT_AGE_MS = 15 * 60_000;
 
 /**
  * The request path never touches the store: records arrive by subscription or periodic read
- * and go into the in-process cache through `LicenseMonitor.applyShared`. Every store call is
- * guarded: a failure marks the store unavailable (reported once per outage) and this instance
- * goes on checking the mother itself, which is exactly the single-process behaviour.
+ * and go into the in-process cache. Every store call is bounded and guarded: a failure marks the
+ * store unavailable (reported once per outage) and this instance checks the mother itself, which
+ * is exactly the single-process behaviour. Leases are sealed like records, and an instance that
+ * skipped a slot checks itself when no result follows: nobody who can only write to the store can
+ * stop the checks.
  */
 export class ClusterSync {
   health: StoreHealth = 'ok';
   private readonly key: string;
-  private timer: NodeJS.Timeout | undefined;
-  private unsubscribe: (() => Promise<void>) | undefined;
+  private readonly leases: LeaseSeal;
+  private subscription: StoreSubscription | undefined;
+  private readTimer: NodeJS.Timeout | undefined;
+  private fallbackTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
-  private lastRejected: string | null = null;
+  private highestStamp = 0;
+  private currentAppliedMono = Number.NEGATIVE_INFINITY;
+  private lastRejected = '';
+  private lastRejectionReport = Number.NEGATIVE_INFINITY;
+  private suppressed = 0;
   private closed = false;
 
   /** node-cron's coordinator: one instance per schedule slot; when the store fails, everyone runs. */
@@ -47,50 +69,88 @@ export class ClusterSync {
 
   constructor(private readonly options: ClusterSyncOptions) {
     this.key = `${options.panelId}:verdict`;
+    this.leases = new LeaseSeal(options.panelId, randomBytes(8).toString('hex'), options.mac);
   }
 
   /**
-   * Subscribes, starts the periodic read and adopts the cluster's record. Resolves 'current'
-   * when that record is fresh (or a peer's start-up check produced one while we waited), so this
-   * instance need not check; 'check' when it should run the first check itself.
+   * Subscribes, starts the periodic read and adopts the cluster's record. Resolves 'current' when
+   * that record is current (or a peer's start-up check produced one while we waited), so this
+   * instance need not check; 'check' when it should run the first check itself. A record that is
+   * not current is still adopted the way a state file is restored (grace or locked).
    */
-  async start(waitMs: number): Promise<'current' | 'check'> {
+  async start(startupTimeoutMs: number): Promise<'current' | 'check'> {
     const { store, syncIntervalMs } = this.options;
-    store
-      .subscribe(this.key, (text) => this.received(text))
-      .then(
-        (unsubscribe) => {
-          if (this.closed) void unsubscribe().catch(() => {});
-          else this.unsubscribe = unsubscribe;
-        },
-        (error: unknown) => this.unavailable(error),
-      );
-    this.timer = setInterval(() => void this.readNow(), syncIntervalMs);
-    this.timer.unref();
-    const record = await this.read();
-    if (record !== null && this.isCurrent(record)) return 'current';
+    try {
+      const subscription = store.subscribe(this.key, (text) => this.received(text));
+      if (typeof subscription?.close !== 'function') throw new Error('subscribe() did not return { ready, close }.');
+      this.subscription = subscription;
+      Promise.resolve(subscription.ready).catch((error: unknown) => {
+        this.closeSubscription();
+        this.unavailable(new Error(`subscribing failed (${describeError(error)}); changes reach this instance by periodic reads only.`));
+      });
+    } catch (error) {
+      this.unavailable(error);
+    }
+    this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
+    this.readTimer.unref();
+    const begun = performance.now();
+    await this.read();
+    if (this.currentAppliedMono >= begun) return 'current';
     if (await this.acquire('startup', this.options.checkTimeoutMs + 2000)) return 'check';
-    // A peer is running the start-up check right now: wait for its record rather than call too.
-    const until = this.options.now() + waitMs;
-    // Its record may come by subscription or by a read: either way the monitor has a check then.
-    while (!this.closed && this.options.now() < until) {
-      await sleep(Math.min(200, Math.max(1, until - this.options.now())));
+    // A peer is running the start-up check: wait for its record, but only for half the time
+    // requests wait for a first verdict, so our own check still fits in the rest.
+    const until = performance.now() + startupTimeoutMs / 2;
+    while (!this.closed && performance.now() < until) {
+      await sleep(Math.min(100, Math.max(1, until - performance.now())));
+      if (this.currentAppliedMono >= begun) return 'current';
       await this.read();
-      if (this.options.monitor.lastCheckAt !== null) return 'current';
+      if (this.currentAppliedMono >= begun) return 'current';
     }
     return 'check';
   }
 
-  /** Takes a lease; when the store fails this instance runs the check itself (never no one). */
+  /** A stamp for a check starting now: our wall clock, but after every stamp seen in the cluster. */
+  nextStamp(): number {
+    this.highestStamp = Math.max(Math.floor(this.options.now()), this.highestStamp + 1);
+    return this.highestStamp;
+  }
+
+  /**
+   * Takes a lease. Held by a genuine peer: false. Taken, held by us, held by a value that does
+   * not verify (someone squatting it), or the store failing: true — we run the check.
+   */
   async acquire(name: string, ttlMs: number): Promise<boolean> {
+    const key = `${this.options.panelId}:lease:${name}`;
+    const value = this.leases.value(key);
+    let holder: string | null;
     try {
-      const won = await this.options.store.acquire(`${this.options.panelId}:lease:${name}`, ttlMs);
+      holder = await callStore(() => this.options.store.acquire(key, value, ttlMs));
       this.healthy();
-      return won;
     } catch (error) {
       this.unavailable(error);
       return true;
     }
+    if (holder === null || holder === value) return true;
+    if (this.leases.isGenuine(key, holder)) return false;
+    this.rejected(
+      new LocalStateError('SHARED_VERDICT_REJECTED', `The lease ${name} in the license store does not verify; this instance checks itself.`),
+      holder,
+    );
+    return true;
+  }
+
+  /** node-cron skipped a slot for us: read now, and check ourselves if no result follows in time. */
+  slotSkipped(): void {
+    if (this.closed) return;
+    void this.read();
+    if (this.fallbackTimer) return;
+    const since = performance.now();
+    this.fallbackTimer = setTimeout(async () => {
+      await this.read();
+      this.fallbackTimer = undefined;
+      if (!this.closed && this.options.monitor.lastAppliedMono < since) this.options.checkNow();
+    }, this.options.fallbackMs);
+    this.fallbackTimer.unref();
   }
 
   /** Publishes the result of a check this instance ran, one write after another. */
@@ -99,51 +159,59 @@ export class ClusterSync {
     const { store, panelId, mac, recordTtlMs } = this.options;
     const text = encodeSharedVerdict(record, panelId, mac);
     this.writes = this.writes
-      .then(() => store.publish(this.key, text, recordTtlMs))
+      .then(() => callStore(() => store.publish(this.key, text, recordTtlMs)))
       .then(
         () => this.healthy(),
         (error: unknown) => this.unavailable(error),
       );
   }
 
-  /** Reads the record now; resolves true when it was newer than ours and applied. */
-  async readNow(): Promise<boolean> {
-    const before = this.options.monitor.lastCheckAt;
-    await this.read();
-    return this.options.monitor.lastCheckAt !== before && this.options.monitor.lastCheckBy === 'peer';
-  }
-
-  private async read(): Promise<SharedVerdict | null> {
-    if (this.closed) return null;
+  private async read(): Promise<void> {
+    if (this.closed) return;
     let text: string | null;
     try {
-      text = await this.options.store.get(this.key);
+      text = await callStore(() => this.options.store.get(this.key, MAX_RECORD_BYTES));
       this.healthy();
     } catch (error) {
       this.unavailable(error);
-      return null;
+      return;
     }
-    return text === null ? null : this.received(text);
+    if (text !== null) this.received(text);
   }
 
-  private received(text: string): SharedVerdict | null {
-    if (this.closed) return null;
+  private received(text: string): void {
+    if (this.closed) return;
     const { panelId, mac, monitor, now } = this.options;
     let record: SharedVerdict;
     try {
-      record = decodeSharedVerdict(text, panelId, mac, now());
+      record = decodeSharedVerdict(String(text), panelId, mac, now());
     } catch (error) {
-      // Reported once per distinct value: the periodic read would otherwise repeat it.
-      if (this.lastRejected !== text) monitor.report(error);
-      this.lastRejected = text;
-      return null;
+      this.rejected(error, String(text));
+      return;
     }
-    if (monitor.applyShared(record)) this.options.onPeerRecord();
-    return record;
+    this.highestStamp = Math.max(this.highestStamp, record.stamp);
+    const at = now();
+    const current = record.nextCheckAt !== null && at <= record.nextCheckAt + this.options.staleAfterMs && at - record.checkedAt <= MAX_CURRENT_AGE_MS;
+    if (!applySharedVerdict(monitor, record, current)) return;
+    if (current) this.currentAppliedMono = performance.now();
+    this.options.onPeerRecord(record);
   }
 
-  private isCurrent(record: SharedVerdict): boolean {
-    return record.nextCheckAt !== null && this.options.now() <= record.nextCheckAt + this.options.staleAfterMs;
+  /** Reports a refused value once, and at most one refusal a minute (a flood must not flood the log). */
+  private rejected(error: unknown, value: unknown): void {
+    const digest = createHash('sha256').update(String(value).slice(0, MAX_RECORD_BYTES)).digest('hex');
+    if (digest === this.lastRejected) return;
+    this.lastRejected = digest;
+    const at = performance.now();
+    if (at - this.lastRejectionReport < REPORT_EVERY_MS) {
+      this.suppressed++;
+      return;
+    }
+    this.lastRejectionReport = at;
+    if (this.suppressed > 0 && error instanceof Error)
+      error.message += ` (${this.suppressed} more refused value${this.suppressed === 1 ? '' : 's'} since the last report)`;
+    this.suppressed = 0;
+    this.options.monitor.report(error);
   }
 
   private healthy(): void {
@@ -161,11 +229,22 @@ export class ClusterSync {
     );
   }
 
-  /** Stops reading and subscribing; resolves once a write under way has finished. */
+  /** Stops reading, subscribing and waiting; resolves once a write under way has settled (bounded). */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.unsubscribe?.().catch(() => {});
+    if (this.readTimer) clearInterval(this.readTimer);
+    if (this.fallbackTimer) clearTimeout(this.fallbackTimer);
+    await this.closeSubscription();
     await this.writes;
+  }
+
+  private async closeSubscription(): Promise<void> {
+    const subscription = this.subscription;
+    this.subscription = undefined;
+    try {
+      await callStore(() => Promise.resolve(subscription?.close()));
+    } catch {
+      // A store that cannot close its subscription cannot be helped here; nothing else waits on it.
+    }
   }
 }

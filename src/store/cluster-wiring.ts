@@ -8,8 +8,10 @@ import type { SharedVerdict } from './shared-verdict.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, onPeerRecord: () => void): ClusterSync | undefined {
+/** The sync of cluster mode, or undefined without a store. `poller` is read lazily (it is built after). */
+export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, poller: () => Poller): ClusterSync | undefined {
   if (!config.store) return undefined;
+  const checkTimeoutMs = config.client.timeoutMs;
   return new ClusterSync({
     store: config.store,
     panelId: config.panelKey,
@@ -20,9 +22,16 @@ export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, 
     // Kept while the panel runs (every check rewrites it) and long enough to carry a verdict
     // through any grace period; a retired panel's record expires on its own.
     recordTtlMs: Math.min(2 ** 31 - 1, Math.max(30 * DAY_MS, 2 * config.gracePeriodMs)),
-    staleAfterMs: config.jitterMs + config.client.timeoutMs + 30_000,
-    checkTimeoutMs: config.client.timeoutMs,
-    onPeerRecord,
+    staleAfterMs: config.jitterMs + checkTimeoutMs + 30_000,
+    checkTimeoutMs,
+    // The elected peer waits up to jitterMs, then takes up to timeoutMs; then its record is due.
+    fallbackMs: config.jitterMs + checkTimeoutMs + 5000,
+    onPeerRecord: (record) => {
+      // The peer ran the newest check: it owns the retries, and its count of failures is ours.
+      poller().cancelRetry();
+      poller().seedFailures(record.failures);
+    },
+    checkNow: () => void poller().refresh(),
   });
 }
 
@@ -30,16 +39,23 @@ export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, 
  * What this instance's check tells the others: the verdict it now holds, and whether this check
  * failed. The poller counts the failure only after the check resolves, hence `+ 1`.
  */
-export function sharedRecordOf(monitor: LicenseMonitor, failure: unknown, poller: Pick<Poller, 'consecutiveFailures' | 'nextCheckAt'>): SharedVerdict {
+export function sharedRecordOf(
+  monitor: LicenseMonitor,
+  failure: unknown,
+  stamp: number,
+  poller: Pick<Poller, 'consecutiveFailures' | 'nextCheckAt'>,
+): SharedVerdict {
   const { verdict, lastSuccessAt } = monitor.entry;
-  const checkedAt = Math.floor(monitor.lastCheckAt ?? monitor.clock.now());
+  const next = poller.nextCheckAt();
   return {
-    checkedAt,
+    stamp,
+    successStamp: verdict === undefined || monitor.successStamp === 0 ? null : monitor.successStamp,
+    checkedAt: Math.floor(monitor.lastCheckAt ?? monitor.clock.now()),
     verdict: verdict ?? null,
     lastSuccessAt: lastSuccessAt === null ? null : Math.floor(lastSuccessAt),
     failure: failure === null ? null : errorCodeOf(failure).slice(0, 64),
     failures: failure === null ? 0 : poller.consecutiveFailures() + 1,
-    nextCheckAt: poller.nextCheckAt() === null ? null : Math.floor(poller.nextCheckAt() as number),
+    nextCheckAt: next === null ? null : Math.floor(next),
     savedAt: Math.floor(monitor.clock.latestSeen()),
   };
 }

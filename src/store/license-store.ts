@@ -2,29 +2,39 @@
 
 /**
  * Where the instances of a panel share its license verdict and elect who checks. A store sees
- * opaque strings only: the guard seals every value with an HMAC keyed from the panel's API
- * secret and verifies what it reads, so a store (or anyone who can write to it) cannot forge a
- * verdict. Keys are relative names (`<panel id>:verdict`); the store adds its own prefix.
+ * opaque strings only: the guard seals every value (verdicts and lease holders) with an HMAC keyed
+ * from the panel's API secret and verifies what it reads, so a store, or anyone who can write to
+ * it, cannot forge a verdict or a lease. Keys are relative (`<panel id>:verdict`); the store adds
+ * its own prefix.
  *
- * Every method may reject (the store is down, slow or refusing): the guard then falls back to
- * checking the mother itself, so an implementation should fail fast rather than queue.
- * `redisLicenseStore()` (subpath `panel-license-guard/redis`) is the implementation shipped.
+ * Every method may reject (the store is down, slow or refusing): the guard then checks the mother
+ * itself, so an implementation should fail fast rather than queue. The guard also bounds every
+ * call with a timeout of its own. `redisLicenseStore()` (subpath `panel-license-guard/redis`) is
+ * the implementation shipped.
  */
 export interface LicenseStore {
   /** Short name used in `status()` and messages, e.g. `'redis'`. */
   readonly kind: string;
-  /** The value stored under `key`, or null when there is none. */
-  get(key: string): Promise<string | null>;
+  /** The value stored under `key`, or null when there is none; more than `maxBytes` may be cut (the guard refuses it). */
+  get(key: string, maxBytes: number): Promise<string | null>;
   /** Stores `value` under `key` for `ttlMs`, then announces it to every subscriber of `key`. */
   publish(key: string, value: string, ttlMs: number): Promise<void>;
   /**
    * Calls `listener` with each value published under `key` by any instance (this one too).
-   * Delivery may be lost (the guard also re-reads the key periodically). Resolves with a
-   * function that stops the subscription.
+   * Delivery may be lost (the guard also re-reads the key). Returns at once; `ready` settles when
+   * the subscription is in place (rejects when it cannot be), `close()` ends it.
    */
-  subscribe(key: string, listener: (value: string) => void): Promise<() => Promise<void>>;
-  /** Takes the lease `key` for `ttlMs` when nobody holds it; resolves true when this call took it. */
-  acquire(key: string, ttlMs: number): Promise<boolean>;
+  subscribe(key: string, listener: (value: string) => void): StoreSubscription;
+  /**
+   * Sets `key` to `value` for `ttlMs` unless it exists: resolves null when this call set it, or
+   * the value that holds the key (so the guard can verify that the holder is genuine).
+   */
+  acquire(key: string, value: string, ttlMs: number): Promise<string | null>;
+}
+
+export interface StoreSubscription {
+  readonly ready: Promise<void>;
+  close(): Promise<void>;
 }
 
 /** What `status().store` says: no store, a store answering, or a store failing (instances check on their own). */

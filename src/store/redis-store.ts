@@ -27,9 +27,14 @@ export interface RedisLicenseStoreOptions {
   commandTimeoutMs?: number;
 }
 
-// Stores the value and announces it in one atomic step, so a subscriber never hears of a value
-// that is not in Redis yet.
+// Stores the value, then announces it (one script, one round trip): a subscriber never hears of a
+// value that is not in Redis yet. If PUBLISH is refused the SET stays; the periodic read covers it.
 const PUBLISH_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); redis.call('PUBLISH', KEYS[1], ARGV[1]); return 1";
+// Reads at most maxBytes + 1 bytes, so an oversized value never crosses the network whole (the
+// guard refuses what is longer than its cap).
+const GET_SCRIPT = "if redis.call('EXISTS', KEYS[1]) == 0 then return false end return redis.call('GETRANGE', KEYS[1], 0, ARGV[1])";
+// SET NX that says who holds the key when it was taken (works on every Redis version, unlike SET NX GET).
+const ACQUIRE_SCRIPT = "local v = redis.call('GET', KEYS[1]) if v then return v end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return false";
 
 /**
  * A LicenseStore on Redis. Commands fail fast while the client is not connected (node-redis
@@ -63,24 +68,36 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
     return Promise.race([client.sendCommand(args) as Promise<T>, timeout]).finally(() => clearTimeout(timer));
   }
 
+  const ms = (value: number) => String(Math.max(1, Math.floor(value)));
   return {
     kind: 'redis',
-    get: (key) => command<string | null>(['GET', prefix + key]),
+    get: (key, maxBytes) => command<string | null>(['EVAL', GET_SCRIPT, '1', prefix + key, String(maxBytes)]),
     async publish(key, value, ttlMs) {
-      await command(['EVAL', PUBLISH_SCRIPT, '1', prefix + key, value, String(Math.max(1, Math.floor(ttlMs)))]);
+      await command(['EVAL', PUBLISH_SCRIPT, '1', prefix + key, value, ms(ttlMs)]);
     },
-    async acquire(key, ttlMs) {
-      const reply = await command<string | null>(['SET', prefix + key, String(process.pid), 'NX', 'PX', String(Math.max(1, Math.floor(ttlMs)))]);
-      return reply === 'OK';
-    },
-    async subscribe(key, listener) {
+    acquire: (key, value, ttlMs) => command<string | null>(['EVAL', ACQUIRE_SCRIPT, '1', prefix + key, value, ms(ttlMs)]),
+    subscribe(key, listener) {
       const subscriber = client.duplicate();
       subscriber.on('error', () => {});
       // node-redis reconnects and re-subscribes by itself after an outage; messages published
       // meanwhile are lost, which the guard's periodic read makes up for.
-      void subscriber.connect().catch(() => {});
-      await subscriber.subscribe(prefix + key, (message) => listener(message));
-      return async () => subscriber.destroy();
+      const ready = subscriber
+        .connect()
+        .then(() => subscriber.subscribe(prefix + key, (message) => listener(message)))
+        .then(() => {});
+      let closed = false;
+      return {
+        ready,
+        async close() {
+          if (closed) return;
+          closed = true;
+          try {
+            subscriber.destroy();
+          } catch {
+            // Already closed (it never connected): nothing is left to stop.
+          }
+        },
+      };
     },
   };
 }

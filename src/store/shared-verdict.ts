@@ -10,6 +10,14 @@ const VERSION = 1;
 const recordSchema = z.object({
   version: z.literal(VERSION),
   panel: z.string(),
+  /**
+   * Order of this check in the cluster: a hybrid logical clock taken when the check started (the
+   * writer's wall time, but above every stamp it had seen), so records order by cause and effect
+   * even between hosts whose clocks differ, and a slow answer never overtakes a later check.
+   */
+  stamp: z.number().int().nonnegative(),
+  /** Stamp of the check that produced `verdict`. */
+  successStamp: z.number().int().nonnegative().nullable(),
   /** Wall time (ms) of the check that produced this record, by whichever instance ran it. */
   checkedAt: z.number().int().nonnegative(),
   /** The last verified verdict and when it arrived (null until the cluster has one). */
@@ -40,8 +48,11 @@ const rejected = (why: string) =>
  * this panel's API secret), it names this panel and it claims no time ahead of our clock: a
  * value written by anyone without the secret is refused, whatever it says.
  */
+/** Records are a few KiB; anything larger is refused before it is parsed. */
+export const MAX_RECORD_BYTES = 64 * 1024;
+
 export function decodeSharedVerdict(text: string, panelId: string, mac: Mac, now: number): SharedVerdict {
-  if (text.length > 1024 * 1024) throw rejected('is larger than 1 MiB');
+  if (text.length > MAX_RECORD_BYTES) throw rejected(`is larger than ${MAX_RECORD_BYTES / 1024} KiB`);
   const unsealed = unseal(text, mac);
   if (!unsealed.ok) {
     const why = { corrupt: 'is not valid JSON', unauthenticated: 'carries no MAC', forged: 'does not verify (forged, edited, or written by another panel)' };
@@ -53,6 +64,8 @@ export function decodeSharedVerdict(text: string, panelId: string, mac: Mac, now
   if (panel !== panelId) throw rejected('belongs to another panel or mother');
   const latest = Math.max(record.checkedAt, record.savedAt);
   if (latest > now + CLOCK_TOLERANCE_MS)
-    throw rejected(`records a time (${new Date(latest).toISOString()}) ahead of this host's clock by more than ${CLOCK_TOLERANCE_MS / 60_000} minutes`);
+    throw rejected(
+      `records a time (${new Date(latest).toISOString()}) ahead of this host's clock by more than ${CLOCK_TOLERANCE_MS / 60_000} minutes: keep the instances' clocks in sync (NTP)`,
+    );
   return record;
 }

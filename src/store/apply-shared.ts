@@ -1,0 +1,36 @@
+// Cluster mode: how a peer's record from the license store changes this instance's verdict.
+import { performance } from 'node:perf_hooks';
+import type { LicenseMonitor } from '../guard/license-monitor.js';
+import type { SharedVerdict } from './shared-verdict.js';
+
+/**
+ * Cluster mode: applies a record a peer wrote to the license store when it orders after what
+ * this instance holds (by stamp, not by wall clock). Its verdict is adopted only when newer
+ * than ours, so a peer's failed check never overrides a lock this instance verified; a
+ * peer's failure is otherwise the same as a failed check of our own. A record that is not
+ * `current` (its writer's next check is overdue) is trusted like a restored state file: an
+ * active verdict gives grace for what is left of it, never `active`. Returns true when applied.
+ */
+export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdict, current: boolean): boolean {
+  if (monitor.isClosed || record.stamp <= monitor.lastStamp) return false;
+  monitor.lastStamp = record.stamp;
+  monitor.lastAppliedMono = performance.now();
+  monitor.lastCheckAt = record.checkedAt;
+  monitor.lastCheckBy = 'peer';
+  monitor.peerFailures = record.failures;
+  monitor.lastFailure = record.failure === null ? null : { code: record.failure };
+  const { verdict, lastSuccessAt, successStamp } = record;
+  if (verdict !== null && lastSuccessAt !== null && successStamp !== null && successStamp > monitor.successStamp) {
+    monitor.successStamp = successStamp;
+    monitor.clock.anchor(lastSuccessAt);
+    if (!verdict.active) monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
+    else if (record.failure === null && current) monitor.move('verified-active', verdict, lastSuccessAt, null);
+    else if (monitor.remainingFor(verdict, lastSuccessAt) > 0) monitor.move('shared-failing', verdict, lastSuccessAt, null);
+    else monitor.move('shared-expired', verdict, lastSuccessAt, `The license could not be verified since ${new Date(lastSuccessAt).toISOString()}.`);
+  } else if (record.failure !== null) {
+    const { verdict: held, lastSuccessAt: since, reason } = monitor.entry;
+    monitor.move('check-failed', held, since, reason);
+  }
+  monitor.checkGraceEnd();
+  return true;
+}

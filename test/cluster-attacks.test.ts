@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import { createClient, type RedisClientType } from 'redis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
+import { redisLicenseStore } from '../src/redis.js';
+import type { LicenseStore } from '../src/store/license-store.js';
+import { LeaseSeal } from '../src/store/store-calls.js';
+import { API_KEY, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+
+// What someone who can write to Redis, but has no API secret, can and cannot do to a cluster;
+// and what clocks that disagree between hosts do.
+const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
+
+let emulator: MotherEmulator;
+let redis: RedisClientType;
+const clients: RedisClientType[] = [];
+const guards: LicenseGuard[] = [];
+const errors: { code?: string; message: string }[] = [];
+const panelId = () => clientFor(emulator).panelId;
+const licenseCalls = () => emulator.requests.filter((request) => request.endpoint === 'license.php').length;
+// Its next check is due within 30 minutes: an hour later, the record is overdue.
+const HALF_HOURLY = '*/30 * * * *';
+const newPrefix = () => `test-attack-${process.pid}-${randomBytes(4).toString('hex')}:`;
+
+async function storeFor(prefix: string): Promise<LicenseStore> {
+  const client = createClient({ url: REDIS_URL }) as RedisClientType;
+  client.on('error', () => {});
+  await client.connect();
+  clients.push(client);
+  return redisLicenseStore({ client, prefix });
+}
+
+async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}, store?: LicenseStore): Promise<LicenseGuard> {
+  const guard = licenseGuard({
+    client: clientFor(emulator, { timeoutMs: 1000 }),
+    store: store ?? (await storeFor(prefix)),
+    schedule: '* * * * * *',
+    jitterMs: 0,
+    syncIntervalMs: 300,
+    startupTimeoutMs: 2000,
+    ...options,
+  });
+  guard.on('error', (error) => errors.push(error as { code?: string; message: string }));
+  guards.push(guard);
+  return guard;
+}
+
+beforeAll(async () => {
+  emulator = await startEmulator();
+  if (!haveRedis) return;
+  redis = createClient({ url: REDIS_URL }) as RedisClientType;
+  await redis.connect();
+});
+afterAll(async () => {
+  await emulator.close();
+  await redis?.close();
+});
+afterEach(async () => {
+  await Promise.all(guards.splice(0).map((guard) => guard.close()));
+  await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})));
+  errors.length = 0;
+  emulator.setFaults({});
+  emulator.setPanel(API_KEY, { active: true, reason: null });
+  emulator.reset();
+});
+
+describe.skipIf(!haveRedis)('cluster mode under attack', () => {
+  it('keeps checking when someone holds the slot leases with values that do not verify', async () => {
+    const prefix = newPrefix();
+    const two = [await instance(prefix), await instance(prefix)];
+    await Promise.all(two.map((guard) => guard.start()));
+    // Hold the next 20 slots, with garbage and with a genuine-looking value copied from elsewhere.
+    const slot = Math.ceil(Date.now() / 1000) * 1000;
+    for (let i = 0; i < 20; i++) {
+      const key = `${prefix}${panelId()}:lease:slot:panel-license-guard:${new Date(slot + i * 1000).toISOString()}`;
+      await redis.set(key, i % 2 ? 'attacker' : `0123456789abcdef.${'a'.repeat(64)}`, { PX: 60_000 });
+    }
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    await waitFor(() => two.every((guard) => guard.state === 'locked'), 'both locked by their own checks', 4000);
+    expect(errors.some((error) => error.code === 'SHARED_VERDICT_REJECTED' && /lease/.test(error.message))).toBe(true);
+  }, 20_000);
+
+  it('checks itself when the elected peer never delivers a result', async () => {
+    const prefix = newPrefix();
+    const store = await storeFor(prefix);
+    // A genuine peer (it holds the secret) wins every lease, then never publishes anything.
+    const peer = new LeaseSeal(panelId(), 'feedfacefeedface', (data) => clientFor(emulator).localMac('license-store', data));
+    const outvoted: LicenseStore = { ...store, acquire: async (key) => peer.value(key) };
+    const guard = await instance(prefix, {}, outvoted);
+    await guard.start();
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    // fallback: jitter 0 + timeout 1 s + 5 s
+    await waitFor(() => guard.state === 'locked', 'the fallback check', 9000);
+  }, 20_000);
+
+  it('does not trust a stale record at start-up: restores it as grace and checks', async () => {
+    const prefix = newPrefix();
+    const first = await instance(prefix, { schedule: HALF_HOURLY });
+    await first.start();
+    await first.close();
+    emulator.setFaults({ down: true });
+    // An hour later (by this instance's clock) the record's next check is long overdue.
+    const hourLater = () => Date.now() + 3_600_000;
+    const calls = licenseCalls();
+    const late = await instance(prefix, { schedule: HALF_HOURLY, now: hourLater });
+    expect(await late.start()).toBe('grace');
+    expect(licenseCalls()).toBe(calls + 1);
+  });
+
+  it('replaying an old active record and squatting the start-up lease does not unlock a revoked panel', async () => {
+    const prefix = newPrefix();
+    const first = await instance(prefix, { schedule: HALF_HOURLY });
+    await first.start();
+    const key = `${prefix}${panelId()}:verdict`;
+    const oldActive = (await redis.get(key)) as string;
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    expect(await first.refresh()).toBe('locked');
+    await first.close();
+    await redis.set(key, oldActive);
+    await redis.set(`${prefix}${panelId()}:lease:startup`, 'squatter', { PX: 60_000 });
+    const later = await instance(prefix, { schedule: HALF_HOURLY, now: () => Date.now() + 3_600_000 });
+    expect(await later.start()).toBe('locked');
+  });
+
+  it('drops an oversized value without loading it, and bounds reports of a garbage flood', async () => {
+    const prefix = newPrefix();
+    const guard = await instance(prefix, { schedule: '0 0 1 1 *', syncIntervalMs: 100 });
+    await guard.start();
+    const key = `${prefix}${panelId()}:verdict`;
+    await redis.set(key, 'x'.repeat(5_000_000));
+    for (let i = 0; i < 200; i++) await redis.publish(key, `garbage ${i}`);
+    await sleep(500);
+    expect(guard.state).toBe('active');
+    const rejected = errors.filter((error) => error.code === 'SHARED_VERDICT_REJECTED');
+    expect(rejected.length).toBe(1);
+  });
+});
+
+describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {
+  it('orders checks by cause, not by wall clock: a host 2 minutes ahead still follows a lock', async () => {
+    const prefix = newPrefix();
+    const a = await instance(prefix, { schedule: '0 0 1 1 *' });
+    const ahead = await instance(prefix, { schedule: '0 0 1 1 *', now: () => Date.now() + 120_000 });
+    await a.start();
+    await ahead.start();
+    expect(await ahead.refresh()).toBe('active');
+    // Right after, before that record reaches `a`: a's check starts with a smaller stamp.
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    await a.refresh();
+    await waitFor(() => a.state === 'locked' && ahead.state === 'locked', 'both locked', 1000);
+    // The host ahead fails a check afterwards: that must not unlock anyone.
+    emulator.setFaults({ down: true });
+    await ahead.refresh();
+    await sleep(200);
+    expect([a.state, ahead.state]).toEqual(['locked', 'locked']);
+  });
+
+  it('a slow answer does not overtake a later check', async () => {
+    const prefix = newPrefix();
+    const slow = await instance(prefix, { schedule: '0 0 1 1 *' });
+    const quick = await instance(prefix, { schedule: '0 0 1 1 *' });
+    await slow.start();
+    await quick.start();
+    emulator.setFaults({ delayMs: 600 });
+    const slowCheck = slow.refresh();
+    await sleep(100);
+    emulator.setFaults({});
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    expect(await quick.refresh()).toBe('locked');
+    await slowCheck;
+    await sleep(200);
+    expect([slow.state, quick.state]).toEqual(['locked', 'locked']);
+  });
+});
