@@ -73,17 +73,17 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     now: config.now,
     check: async () => {
       // Cluster mode: the check's place among the peers' checks is fixed when it starts.
-      const stamp = sync?.nextStamp();
+      const order = sync?.nextOrder();
       let failure: unknown = null;
       let applied: boolean;
       let lastAnswer: { active: boolean } | undefined;
       try {
         const verdict = await config.client.checkLicense({ signal: closing.signal });
         lastAnswer = verdict;
-        applied = monitor.verdictReceived(verdict, config.now(), stamp);
+        applied = monitor.verdictReceived(verdict, config.now(), order);
       } catch (error) {
         failure = error;
-        applied = monitor.checkFailed(error, config.now(), stamp);
+        applied = monitor.checkFailed(error, config.now(), order);
       }
       if (!applied) {
         // A peer's later check arrived meanwhile and stands. If its verdict contradicts our answer
@@ -94,17 +94,18 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
           setTimeout(() => void poller.refresh(), 50).unref();
         return true;
       }
-      if (sync && stamp !== undefined) sync.share(sharedRecordOf(monitor, failure, stamp, poller));
+      sync?.share(sharedRecordOf(monitor, failure, poller));
       return failure === null;
     },
     ...(sync && {
       coordinator: {
         runCoordinator: sync.runCoordinator,
-        // Per slot (the key names the slot): long enough that every instance has fired by then.
-        leaseMs: config.jitterMs + config.client.timeoutMs + 60_000,
+        // Per slot (the key names the slot): long enough that every instance has fired by then,
+        // even one whose clock is minutes behind.
+        leaseMs: config.jitterMs + config.client.timeoutMs + 600_000,
         // Not elected: the winner's record arrives by subscription; a read catches a lost
         // message, and if no result follows in time this instance checks itself.
-        onSkipped: () => sync.slotSkipped(),
+        onSkipped: (slot) => sync.slotSkipped(slot),
       },
     }),
   });

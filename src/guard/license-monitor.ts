@@ -6,6 +6,7 @@ import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
 import { describeError } from '../logger.js';
+import { BEFORE_ANY, type CheckOrder, isAfter } from '../store/check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
@@ -88,11 +89,11 @@ export class LicenseMonitor extends EventEmitter {
 
   /**
    * A schema-valid answer arrived: the only thing that may unlock, and the only immediate lock.
-   * In cluster mode `stamp` orders it among the peers' checks: an answer to a check older than
+   * In cluster mode `order` places it among the peers' checks: an answer to a check older than
    * one already applied is dropped (returns false).
    */
-  verdictReceived(verdict: LicenseResponse, at: number, stamp?: number): boolean {
-    if (this.closed || !this.takeStamp(stamp, true)) return false;
+  verdictReceived(verdict: LicenseResponse, at: number, order?: CheckOrder): boolean {
+    if (this.closed || !this.takeOrder(order, true)) return false;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = null;
@@ -103,8 +104,8 @@ export class LicenseMonitor extends EventEmitter {
     return true;
   }
 
-  checkFailed(error: unknown, at: number, stamp?: number): boolean {
-    if (this.closed || !this.takeStamp(stamp, false)) return false;
+  checkFailed(error: unknown, at: number, order?: CheckOrder): boolean {
+    if (this.closed || !this.takeOrder(order, false)) return false;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = error;
@@ -119,17 +120,17 @@ export class LicenseMonitor extends EventEmitter {
     return true;
   }
 
-  /** Stamp of the newest check applied (own or a peer's; cluster mode), and of the verdict held. */
-  lastStamp = 0;
-  successStamp = 0;
+  /** Cluster mode: order of the newest check applied (own or a peer's), and of the verdict held. */
+  lastOrder: CheckOrder = BEFORE_ANY;
+  successOrder: CheckOrder = BEFORE_ANY;
   /** Monotonic time (ms) a check outcome was last applied, own or a peer's. */
   lastAppliedMono = Number.NEGATIVE_INFINITY;
 
-  private takeStamp(stamp: number | undefined, success: boolean): boolean {
-    if (stamp !== undefined) {
-      if (stamp <= this.lastStamp) return false;
-      this.lastStamp = stamp;
-      if (success) this.successStamp = stamp;
+  private takeOrder(order: CheckOrder | undefined, success: boolean): boolean {
+    if (order !== undefined) {
+      if (!isAfter(order, this.lastOrder)) return false;
+      this.lastOrder = order;
+      if (success) this.successOrder = order;
     }
     this.lastAppliedMono = performance.now();
     return true;

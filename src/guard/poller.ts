@@ -14,7 +14,7 @@ export interface PollerOptions {
    * Cluster mode: elects one instance per schedule slot (node-cron's `distributed` mode with our
    * coordinator); the others skip the slot and call `onSkipped`.
    */
-  coordinator?: { runCoordinator: RunCoordinator; leaseMs: number; onSkipped: () => void };
+  coordinator?: { runCoordinator: RunCoordinator; leaseMs: number; onSkipped: (slot: string) => void };
 }
 
 export interface Poller {
@@ -97,7 +97,7 @@ export function createPoller(options: PollerOptions): Poller {
         maxRandomDelay: options.jitterMs,
         name: 'panel-license-guard',
       });
-      if (coordinator) task.on('execution:skipped', () => coordinator.onSkipped());
+      if (coordinator) task.on('execution:skipped', (context) => coordinator.onSkipped(context.date.toISOString()));
       void task.start();
     },
     refresh,

@@ -1,27 +1,28 @@
 // Cluster mode: how a peer's record from the license store changes this instance's verdict.
 import { performance } from 'node:perf_hooks';
 import type { LicenseMonitor } from '../guard/license-monitor.js';
+import { isAfter } from './check-order.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
 /**
  * Cluster mode: applies a record a peer wrote to the license store when it orders after what
- * this instance holds (by stamp, not by wall clock). Its verdict is adopted only when newer
+ * this instance holds (by check order, not by wall clock). Its verdict is adopted only when newer
  * than ours, so a peer's failed check never overrides a lock this instance verified; a
  * peer's failure is otherwise the same as a failed check of our own. A record that is not
  * `current` (its writer's next check is overdue) is trusted like a restored state file: an
  * active verdict gives grace for what is left of it, never `active`. Returns true when applied.
  */
 export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdict, current: boolean): boolean {
-  if (monitor.isClosed || record.stamp <= monitor.lastStamp) return false;
-  monitor.lastStamp = record.stamp;
+  if (monitor.isClosed || !isAfter(record.order, monitor.lastOrder)) return false;
+  monitor.lastOrder = record.order;
   monitor.lastAppliedMono = performance.now();
   monitor.lastCheckAt = record.checkedAt;
   monitor.lastCheckBy = 'peer';
   monitor.peerFailures = record.failures;
   monitor.lastFailure = record.failure === null ? null : { code: record.failure };
-  const { verdict, lastSuccessAt, successStamp } = record;
-  if (verdict !== null && lastSuccessAt !== null && successStamp !== null && successStamp > monitor.successStamp) {
-    monitor.successStamp = successStamp;
+  const { verdict, lastSuccessAt, successOrder } = record;
+  if (verdict !== null && lastSuccessAt !== null && successOrder !== null && isAfter(successOrder, monitor.successOrder)) {
+    monitor.successOrder = successOrder;
     monitor.clock.anchor(lastSuccessAt);
     if (!verdict.active) monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
     else if (record.failure === null && current) monitor.move('verified-active', verdict, lastSuccessAt, null);

@@ -1,14 +1,16 @@
 // Cluster mode: keeps this instance's verdict in step with the panel's other instances through a LicenseStore.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { RunCoordinator } from 'node-cron';
 import { LocalStateError } from '../errors.js';
 import type { LicenseMonitor } from '../guard/license-monitor.js';
 import { describeError } from '../logger.js';
 import { applySharedVerdict } from './apply-shared.js';
+import { type CheckOrder, later } from './check-order.js';
 import type { LicenseStore, StoreHealth, StoreSubscription } from './license-store.js';
+import { RefusalReports } from './refusal-reports.js';
 import type { Mac } from './sealed-json.js';
-import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, type SharedVerdict } from './shared-verdict.js';
+import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
 import { callStore, LeaseSeal } from './store-calls.js';
 
 export interface ClusterSyncOptions {
@@ -34,7 +36,6 @@ export interface ClusterSyncOptions {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const REPORT_EVERY_MS = 60_000;
 /**
  * A record older than this is never current, whatever its schedule says: a starting instance
  * then restores it as grace (or locked) and checks, so a replayed old record is worth little.
@@ -58,10 +59,11 @@ export class ClusterSync {
   private fallbackTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
   private highestStamp = 0;
+  /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
+  private readonly instance = randomBytes(8).toString('hex');
+  private started = false;
   private currentAppliedMono = Number.NEGATIVE_INFINITY;
-  private lastRejected = '';
-  private lastRejectionReport = Number.NEGATIVE_INFINITY;
-  private suppressed = 0;
+  private readonly refusals: RefusalReports;
   private closed = false;
 
   /** node-cron's coordinator: one instance per schedule slot; when the store fails, everyone runs. */
@@ -69,7 +71,8 @@ export class ClusterSync {
 
   constructor(private readonly options: ClusterSyncOptions) {
     this.key = `${options.panelId}:verdict`;
-    this.leases = new LeaseSeal(options.panelId, randomBytes(8).toString('hex'), options.mac);
+    this.leases = new LeaseSeal(options.panelId, this.instance, options.mac);
+    this.refusals = new RefusalReports((error) => options.monitor.report(error));
   }
 
   /**
@@ -81,7 +84,7 @@ export class ClusterSync {
   async start(startupTimeoutMs: number): Promise<'current' | 'check'> {
     const { store, syncIntervalMs } = this.options;
     try {
-      const subscription = store.subscribe(this.key, (text) => this.received(text));
+      const subscription = store.subscribe(this.key, (text) => this.received(text, true));
       if (typeof subscription?.close !== 'function') throw new Error('subscribe() did not return { ready, close }.');
       this.subscription = subscription;
       Promise.resolve(subscription.ready).catch((error: unknown) => {
@@ -94,9 +97,18 @@ export class ClusterSync {
     this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
     this.readTimer.unref();
     const begun = performance.now();
+    try {
+      return await this.firstVerdict(begun, startupTimeoutMs);
+    } finally {
+      this.started = true;
+    }
+  }
+
+  private async firstVerdict(begun: number, startupTimeoutMs: number): Promise<'current' | 'check'> {
     await this.read();
     if (this.currentAppliedMono >= begun) return 'current';
-    if (await this.acquire('startup', this.options.checkTimeoutMs + 2000)) return 'check';
+    // The lease names the minute, so a copy of a genuine value cannot hold start-ups back later.
+    if (await this.acquire(`startup:${Math.floor(this.options.now() / 60_000)}`, this.options.checkTimeoutMs + 2000)) return 'check';
     // A peer is running the start-up check: wait for its record, but only for half the time
     // requests wait for a first verdict, so our own check still fits in the rest.
     const until = performance.now() + startupTimeoutMs / 2;
@@ -109,10 +121,10 @@ export class ClusterSync {
     return 'check';
   }
 
-  /** A stamp for a check starting now: our wall clock, but after every stamp seen in the cluster. */
-  nextStamp(): number {
+  /** The order of a check starting now: our wall clock, but after every stamp seen in the cluster. */
+  nextOrder(): CheckOrder {
     this.highestStamp = Math.max(Math.floor(this.options.now()), this.highestStamp + 1);
-    return this.highestStamp;
+    return { stamp: this.highestStamp, by: this.instance };
   }
 
   /**
@@ -139,17 +151,24 @@ export class ClusterSync {
     return true;
   }
 
-  /** node-cron skipped a slot for us: read now, and check ourselves if no result follows in time. */
-  slotSkipped(): void {
+  /**
+   * node-cron skipped a slot for us (`slot`: its time). Reads now; if no check result has been
+   * applied around this slot by the time the elected peer's should have come, one of the instances
+   * still waiting (another lease) checks itself. A result that came shortly before our skip counts:
+   * a peer whose clock is a little ahead fires, and may finish, before we do.
+   */
+  slotSkipped(slot: string): void {
     if (this.closed) return;
     void this.read();
     if (this.fallbackTimer) return;
-    const since = performance.now();
+    const { fallbackMs, monitor } = this.options;
+    const since = performance.now() - fallbackMs;
     this.fallbackTimer = setTimeout(async () => {
       await this.read();
       this.fallbackTimer = undefined;
-      if (!this.closed && this.options.monitor.lastAppliedMono < since) this.options.checkNow();
-    }, this.options.fallbackMs);
+      if (this.closed || monitor.lastAppliedMono >= since) return;
+      if (await this.acquire(`fallback:${slot}`, fallbackMs + this.options.checkTimeoutMs)) this.options.checkNow();
+    }, fallbackMs);
     this.fallbackTimer.unref();
   }
 
@@ -176,42 +195,44 @@ export class ClusterSync {
       this.unavailable(error);
       return;
     }
-    if (text !== null) this.received(text);
+    if (text !== null) this.received(text, false);
   }
 
-  private received(text: string): void {
+  /** `live`: it came by subscription, so it was just written (a read may find an old value). */
+  private received(text: string, live: boolean): void {
     if (this.closed) return;
     const { panelId, mac, monitor, now } = this.options;
     let record: SharedVerdict;
     try {
-      record = decodeSharedVerdict(String(text), panelId, mac, now());
+      record = decodeSharedVerdict(String(text), panelId, mac);
     } catch (error) {
       this.rejected(error, String(text));
       return;
     }
-    this.highestStamp = Math.max(this.highestStamp, record.stamp);
+    // Genuine, so its stamp is observed even when its times are refused below: our next check then
+    // orders after it, and a copy replayed later cannot outrank that check.
+    this.highestStamp = Math.max(this.highestStamp, record.order.stamp);
+    try {
+      refuseIfAhead(record, now());
+    } catch (error) {
+      // Never applicable later either, when our clock has caught up with it.
+      monitor.lastOrder = later(record.order, monitor.lastOrder);
+      this.rejected(error, String(text));
+      return;
+    }
+    // A message published to a running instance was just written; a value read (or anything at
+    // start-up, when a replayed copy would be adopted) is judged by its age and schedule.
     const at = now();
-    const current = record.nextCheckAt !== null && at <= record.nextCheckAt + this.options.staleAfterMs && at - record.checkedAt <= MAX_CURRENT_AGE_MS;
+    const current =
+      (live && this.started) ||
+      (record.nextCheckAt !== null && at <= record.nextCheckAt + this.options.staleAfterMs && at - record.checkedAt <= MAX_CURRENT_AGE_MS);
     if (!applySharedVerdict(monitor, record, current)) return;
     if (current) this.currentAppliedMono = performance.now();
     this.options.onPeerRecord(record);
   }
 
-  /** Reports a refused value once, and at most one refusal a minute (a flood must not flood the log). */
   private rejected(error: unknown, value: unknown): void {
-    const digest = createHash('sha256').update(String(value).slice(0, MAX_RECORD_BYTES)).digest('hex');
-    if (digest === this.lastRejected) return;
-    this.lastRejected = digest;
-    const at = performance.now();
-    if (at - this.lastRejectionReport < REPORT_EVERY_MS) {
-      this.suppressed++;
-      return;
-    }
-    this.lastRejectionReport = at;
-    if (this.suppressed > 0 && error instanceof Error)
-      error.message += ` (${this.suppressed} more refused value${this.suppressed === 1 ? '' : 's'} since the last report)`;
-    this.suppressed = 0;
-    this.options.monitor.report(error);
+    this.refusals.refused(error, value);
   }
 
   private healthy(): void {

@@ -39,23 +39,18 @@ export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, 
  * What this instance's check tells the others: the verdict it now holds, and whether this check
  * failed. The poller counts the failure only after the check resolves, hence `+ 1`.
  */
-export function sharedRecordOf(
-  monitor: LicenseMonitor,
-  failure: unknown,
-  stamp: number,
-  poller: Pick<Poller, 'consecutiveFailures' | 'nextCheckAt'>,
-): SharedVerdict {
+export function sharedRecordOf(monitor: LicenseMonitor, failure: unknown, poller: Pick<Poller, 'consecutiveFailures' | 'nextCheckAt'>): SharedVerdict {
   const { verdict, lastSuccessAt } = monitor.entry;
   const next = poller.nextCheckAt();
   return {
-    stamp,
-    successStamp: verdict === undefined || monitor.successStamp === 0 ? null : monitor.successStamp,
+    order: monitor.lastOrder,
+    successOrder: verdict === undefined || monitor.successOrder.stamp === 0 ? null : monitor.successOrder,
     checkedAt: Math.floor(monitor.lastCheckAt ?? monitor.clock.now()),
     verdict: verdict ?? null,
     lastSuccessAt: lastSuccessAt === null ? null : Math.floor(lastSuccessAt),
     failure: failure === null ? null : errorCodeOf(failure).slice(0, 64),
     failures: failure === null ? 0 : poller.consecutiveFailures() + 1,
     nextCheckAt: next === null ? null : Math.floor(next),
-    savedAt: Math.floor(monitor.clock.latestSeen()),
+    savedAt: Math.floor(monitor.clock.now()),
   };
 }

@@ -7,17 +7,15 @@ import { type Mac, seal, unseal } from './sealed-json.js';
 
 const VERSION = 1;
 
+const orderSchema = z.object({ stamp: z.number().int().nonnegative(), by: z.string().regex(/^[0-9a-f]{16}$/) });
+
 const recordSchema = z.object({
   version: z.literal(VERSION),
   panel: z.string(),
-  /**
-   * Order of this check in the cluster: a hybrid logical clock taken when the check started (the
-   * writer's wall time, but above every stamp it had seen), so records order by cause and effect
-   * even between hosts whose clocks differ, and a slow answer never overtakes a later check.
-   */
-  stamp: z.number().int().nonnegative(),
-  /** Stamp of the check that produced `verdict`. */
-  successStamp: z.number().int().nonnegative().nullable(),
+  /** Where this check stands among the cluster's checks (see CheckOrder). */
+  order: orderSchema,
+  /** Order of the check that produced `verdict`. */
+  successOrder: orderSchema.nullable(),
   /** Wall time (ms) of the check that produced this record, by whichever instance ran it. */
   checkedAt: z.number().int().nonnegative(),
   /** The last verified verdict and when it arrived (null until the cluster has one). */
@@ -29,7 +27,7 @@ const recordSchema = z.object({
   failures: z.number().int().nonnegative(),
   /** When the checker expects the next scheduled check (ms), so a starting instance knows the record is current. */
   nextCheckAt: z.number().int().nonnegative().nullable(),
-  /** Latest wall time the writer had seen (clock high-water mark, as in the state file). */
+  /** The writer's clock when it wrote the record (not its high-water mark: one past jump must not follow a host forever). */
   savedAt: z.number().int().nonnegative(),
 });
 
@@ -43,15 +41,15 @@ export function encodeSharedVerdict(record: SharedVerdict, panelId: string, mac:
 const rejected = (why: string) =>
   new LocalStateError('SHARED_VERDICT_REJECTED', `The shared verdict in the license store ${why}; it was ignored and will be replaced after the next check.`);
 
-/**
- * Opens a record read from the store. It is applied only when its MAC verifies (keyed from
- * this panel's API secret), it names this panel and it claims no time ahead of our clock: a
- * value written by anyone without the secret is refused, whatever it says.
- */
 /** Records are a few KiB; anything larger is refused before it is parsed. */
 export const MAX_RECORD_BYTES = 64 * 1024;
 
-export function decodeSharedVerdict(text: string, panelId: string, mac: Mac, now: number): SharedVerdict {
+/**
+ * Opens a record read from the store: only when its MAC verifies (keyed from this panel's API
+ * secret) and it names this panel. A value written by anyone without the secret is refused,
+ * whatever it says. Whether its times are plausible is `refuseIfAhead`'s question.
+ */
+export function decodeSharedVerdict(text: string, panelId: string, mac: Mac): SharedVerdict {
   if (text.length > MAX_RECORD_BYTES) throw rejected(`is larger than ${MAX_RECORD_BYTES / 1024} KiB`);
   const unsealed = unseal(text, mac);
   if (!unsealed.ok) {
@@ -62,10 +60,18 @@ export function decodeSharedVerdict(text: string, panelId: string, mac: Mac, now
   if (!parsed.success) throw rejected(`has an unexpected shape (format ${VERSION} expected)`);
   const { version: _version, panel, ...record } = parsed.data;
   if (panel !== panelId) throw rejected('belongs to another panel or mother');
+  return record;
+}
+
+/**
+ * A genuine record from a host whose clock runs ahead of ours by more than the tolerance is not
+ * applied: its stamp would outrank checks made after it, here, for as long as the skew lasts.
+ */
+export function refuseIfAhead(record: SharedVerdict, now: number): void {
+  // Wall times only: stamps may run ahead of every clock by design (a hybrid logical clock).
   const latest = Math.max(record.checkedAt, record.savedAt);
   if (latest > now + CLOCK_TOLERANCE_MS)
     throw rejected(
-      `records a time (${new Date(latest).toISOString()}) ahead of this host's clock by more than ${CLOCK_TOLERANCE_MS / 60_000} minutes: keep the instances' clocks in sync (NTP)`,
+      `was written by a host whose clock is ahead of this one's by more than ${CLOCK_TOLERANCE_MS / 60_000} minutes (${new Date(latest).toISOString()}): keep the instances' clocks in sync (NTP)`,
     );
-  return record;
 }
