@@ -43,6 +43,7 @@ export type {
   ClaimedRow,
   ClaimRequest,
   DeliveryOutcome,
+  EnqueueOptions,
   EnqueueResult,
   NewOutboxRow,
   OutboxState,

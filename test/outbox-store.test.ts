@@ -1,11 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
+import { postgresOutboxStore } from '../src/outbox/postgres-store.js';
 import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import type { ClaimedRow, NewOutboxRow, OutboxStore } from '../src/outbox/store.js';
+import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'outbox-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,9 +36,25 @@ async function claimOne(store: OutboxStore, owner = A, nowMs = T0): Promise<Clai
   return first;
 }
 
+// One contract suite for every store: a rule can never hold for one and not another.
+const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
+const pool = havePostgres ? new pg.Pool({ connectionString: DATABASE_URL, max: 8 }) : undefined;
+const schemas: string[] = [];
+const freshSchema = () => {
+  const schema = `test_outbox_${process.pid}_${schemas.length + 1}`;
+  schemas.push(schema);
+  return schema;
+};
+afterAll(async () => {
+  if (!pool) return;
+  for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await pool.end();
+});
+
 const stores: [string, () => OutboxStore][] = [
   ['createMemoryOutboxStore()', () => createMemoryOutboxStore()],
   ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
+  ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema() })] as [string, () => OutboxStore]] : []),
 ];
 
 const open: OutboxStore[] = [];

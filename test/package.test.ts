@@ -44,10 +44,10 @@ describe('the packed tarball', () => {
   it('imports from ESM', () => {
     writeFileSync(
       join(project, 'esm.mjs'),
-      `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nimport { redisLicenseStore } from 'panel-license-guard/redis';\nconsole.log(typeof createMotherEmulator, typeof redisLicenseStore, ${CALL});`,
+      `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nimport { redisLicenseStore } from 'panel-license-guard/redis';\nimport { postgresOutboxStore } from 'panel-license-guard/postgres';\nconsole.log(typeof createMotherEmulator, typeof redisLicenseStore, typeof postgresOutboxStore, ${CALL});`,
     );
-    // The redis subpath loads without the optional `redis` package: it only uses the client you pass.
-    expect(run('node', ['esm.mjs']).trim()).toBe(`function function ${EXPECTED}`);
+    // The redis and postgres subpaths load without the optional drivers: they use the client or pool you pass.
+    expect(run('node', ['esm.mjs']).trim()).toBe(`function function function ${EXPECTED}`);
   });
 
   it('requires from CommonJS', () => {

@@ -60,7 +60,13 @@ describe.skipIf(!haveRedis)('the example in cluster mode (REDIS_URL set)', () =>
     });
     const exited = new Promise<number | null>((done) => child.on('exit', done));
     try {
-      await waitFor(() => out.includes('Ctrl-C to stop.'), 'the cluster to start', 20_000);
+      let err = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        err += chunk.toString();
+      });
+      await waitFor(() => out.includes('Ctrl-C to stop.'), 'the cluster to start', 40_000).catch((error: Error) => {
+        throw new Error(`${error.message}\nstdout: ${out}\nstderr: ${err}`);
+      });
       expect(out).toContain('(2 workers sharing one verdict on');
       const admin = out.match(/lock: {4}curl .* (http:\S+)/)?.[1] as string;
       await fetch(admin, {
@@ -84,7 +90,7 @@ describe.skipIf(!haveRedis)('the example in cluster mode (REDIS_URL set)', () =>
       child.kill('SIGKILL');
       for (const file of [outboxFile, `${outboxFile}-wal`, `${outboxFile}-shm`]) rmSync(file, { force: true });
     }
-  }, 40_000);
+  }, 60_000);
 });
 
 describe('the quick start', () => {

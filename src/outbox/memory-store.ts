@@ -1,6 +1,6 @@
 // An in-memory outbox store: same rules as the SQLite store, nothing survives the process (tests, demos).
 import { enqueueResult, planEnqueue, planSettle, type RowUpdate } from './rules.js';
-import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
+import { OUTBOX_STATES, type OutboxState, type OutboxStore, refuseTransaction, type StoredRow } from './store.js';
 
 interface MemoryRow extends StoredRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
@@ -37,7 +37,8 @@ export function createMemoryOutboxStore(): OutboxStore {
   const toStored = ({ deliveredSeq: _seq, ...row }: MemoryRow): StoredRow => ({ ...row });
 
   return {
-    enqueue(row, nowMs) {
+    enqueue(row, nowMs, options) {
+      refuseTransaction('memory', options);
       let newestPending: MemoryRow | undefined;
       let latestDelivered: MemoryRow | undefined;
       if (row.remoteTrackId !== undefined) {

@@ -8,7 +8,7 @@ import { createOutboxEmitter, type OutboxEventName, type OutboxListener } from '
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
 import { createSqliteOutboxStore } from './sqlite-store.js';
-import type { EnqueueResult, OutboxState, OutboxStore, StoredRow } from './store.js';
+import type { EnqueueOptions, EnqueueResult, OutboxState, OutboxStore, StoredRow } from './store.js';
 import { createDeliveryWorker } from './worker.js';
 
 export interface OutboxStats {
@@ -42,8 +42,12 @@ export interface OutboxEntry {
 }
 
 export interface ReleaseOutbox {
-  /** Validates, then stores the release durably; resolves once it is committed. Delivery follows in the background. */
-  enqueue(release: Release): Promise<EnqueueResult>;
+  /**
+   * Validates, then stores the release durably; resolves once it is committed. Delivery follows in
+   * the background. With the PostgreSQL store, `{ transaction: client }` stores it in your open
+   * transaction instead: it is sent once you commit (at the worker's next poll), never if you roll back.
+   */
+  enqueue(release: Release, options?: EnqueueOptions): Promise<EnqueueResult>;
   stats(): Promise<OutboxStats>;
   /** Stored releases in queue order. @default limit 100 (at most 1000) */
   list(query?: { state?: OutboxState; limit?: number }): Promise<OutboxEntry[]>;
@@ -145,13 +149,14 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   }
 
   const outbox: ReleaseOutbox = {
-    async enqueue(release) {
+    async enqueue(release, options) {
       assertOpen('enqueue');
       // Validation throws InvalidReleaseError naming the field: a bad release is never stored.
       const valid = validateRelease(release);
       const body = serializeRelease(valid);
       const contentHash = createHash('sha256').update(body, 'utf8').digest('hex');
-      const result = await store.enqueue({ remoteTrackId: valid.remote_track_id, body, contentHash }, config.now());
+      const row = { remoteTrackId: valid.remote_track_id, body, contentHash };
+      const result = await (options === undefined ? store.enqueue(row, config.now()) : store.enqueue(row, config.now(), options));
       if (result.state === 'pending') worker.kick();
       return result;
     },

@@ -4,7 +4,7 @@ import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
-import type { EnqueueResult, NewOutboxRow, OutboxState, OutboxStore, StoredRow } from './store.js';
+import { type EnqueueResult, type NewOutboxRow, type OutboxState, type OutboxStore, refuseTransaction, type StoredRow } from './store.js';
 
 export interface SqliteOutboxStoreOptions {
   /** Path of the SQLite file; its directory is created when missing. `':memory:'` for a throwaway database. */
@@ -158,8 +158,9 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   }
 
   return {
-    enqueue: (row, nowMs) =>
+    enqueue: (row, nowMs, options) =>
       new Promise<EnqueueResult>((resolve, reject) => {
+        refuseTransaction('SQLite', options);
         if (batch.length === 0) setImmediate(flushEnqueues);
         batch.push({ row, nowMs, resolve, reject });
       }),

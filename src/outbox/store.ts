@@ -17,6 +17,15 @@ export interface NewOutboxRow {
   contentHash: string;
 }
 
+/** Per-call options of `enqueue`. */
+export interface EnqueueOptions {
+  /**
+   * PostgreSQL store only: a pg client inside the caller's open transaction. The row commits or
+   * rolls back with the caller's own rows (the transactional outbox). Other stores refuse it.
+   */
+  transaction?: unknown;
+}
+
 /** How an enqueue was folded into an existing row, if it was. */
 export type Deduplication = 'replaced-pending' | 'already-delivered';
 
@@ -97,7 +106,7 @@ export interface StoredRow {
  */
 export interface OutboxStore {
   /** Stores a release, applying the de-duplication rules. Resolves once the row is durable. */
-  enqueue(row: NewOutboxRow, nowMs: number): Awaitable<EnqueueResult>;
+  enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions): Awaitable<EnqueueResult>;
   /**
    * Leases up to `limit` pending rows that are due and not leased, oldest due first. A row whose
    * `remote_track_id` has an older pending row waits for it, so updates reach the mother in order.
@@ -112,4 +121,12 @@ export interface OutboxStore {
   /** Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many. */
   requeueDead(id: number | undefined, nowMs: number): Awaitable<number>;
   close(): Awaitable<void>;
+}
+
+/** What the memory and SQLite stores say when given a caller's transaction they cannot join. */
+export function refuseTransaction(store: string, options: EnqueueOptions | undefined): void {
+  if (options?.transaction !== undefined)
+    throw new TypeError(
+      `panel-license-guard: the ${store} store cannot join your transaction (\`transaction\` is for the PostgreSQL store). Drop it, or use postgresOutboxStore().`,
+    );
 }

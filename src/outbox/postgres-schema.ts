@@ -1,0 +1,102 @@
+// The PostgreSQL outbox table: names, the versioned idempotent migration, and clear privilege errors.
+
+/** The part of a node-postgres client (pg.Pool, pg.PoolClient, pg.Client) this store uses. */
+export interface PgQueryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+}
+
+export interface PgPool extends PgQueryable {
+  connect(): Promise<PgQueryable & { release(error?: Error | boolean): void }>;
+}
+
+export const SCHEMA_VERSION = 1;
+const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
+export function validIdentifier(value: string): boolean {
+  return IDENTIFIER.test(value);
+}
+
+export interface TableNames {
+  /** `"schema"."table"`, quoted. */
+  table: string;
+  /** `"schema"."table_migrations"`, quoted. */
+  migrations: string;
+  schema: string;
+  bare: string;
+}
+
+export function tableNames(schema: string, table: string): TableNames {
+  return { table: `"${schema}"."${table}"`, migrations: `"${schema}"."${table}_migrations"`, schema, bare: table };
+}
+
+/** Times are epoch milliseconds (BIGINT), as in the SQLite store, so the row rules are shared. */
+function migrationV1({ table, bare, schema }: TableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (
+      id               BIGSERIAL PRIMARY KEY,
+      remote_track_id  TEXT,
+      body             TEXT    NOT NULL,
+      content_hash     TEXT    NOT NULL,
+      state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+      attempts         INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at  BIGINT  NOT NULL,
+      last_error       TEXT,
+      release_id       BIGINT,
+      delivered_seq    INTEGER,
+      lease_owner      TEXT,
+      lease_expires_at BIGINT,
+      created_at       BIGINT  NOT NULL,
+      updated_at       BIGINT  NOT NULL,
+      delivered_at     BIGINT
+    )`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_due" ON ${table} (state, next_attempt_at, id)`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_track" ON ${table} (remote_track_id, state, id)`,
+    `COMMENT ON TABLE ${table} IS 'panel-license-guard release outbox (schema "${schema}")'`,
+  ];
+}
+
+function privilegeError(names: TableNames, error: unknown): Error {
+  const code = (error as { code?: string }).code;
+  if (code === '42501')
+    return new Error(
+      `panel-license-guard: the database user lacks a privilege the outbox table ${names.table} needs (${(error as Error).message}). Grant it CREATE and USAGE on schema "${names.schema}" (CREATE on the database too if the schema does not exist yet), or create the table once with a user that may (the store does it on first use); afterwards it needs SELECT, INSERT and UPDATE on ${names.table} and ${names.migrations}, and USAGE on its sequence.`,
+      { cause: error },
+    );
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/**
+ * Creates the schema, table and indexes when missing, once per database however many processes
+ * start together (an advisory lock serializes them), and records the version. A table written by
+ * a newer version of this package is refused rather than misread.
+ */
+export async function migrate(pool: PgPool, names: TableNames): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    // Per schema: two tables of one schema must not both try to create it.
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`panel-license-guard:"${names.schema}"`]);
+    // Look before creating: a user with only SELECT/INSERT/UPDATE on a table an owner created
+    // must not need CREATE (PostgreSQL checks that privilege even for IF NOT EXISTS).
+    const found = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [names.migrations]);
+    const version = found.rows[0]?.present ? Number((await client.query(`SELECT COALESCE(MAX(version), 0) AS v FROM ${names.migrations}`)).rows[0]?.v ?? 0) : 0;
+    if (version > SCHEMA_VERSION)
+      throw new Error(
+        `panel-license-guard: ${names.table} holds outbox schema v${version}, written by a newer version of this package; upgrade it to use this table.`,
+      );
+    if (version < 1) {
+      const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema]);
+      if (schema.rowCount === 0) await client.query(`CREATE SCHEMA "${names.schema}"`);
+      await client.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`);
+      for (const statement of migrationV1(names)) await client.query(statement);
+      await client.query(`INSERT INTO ${names.migrations} (version, applied_at) VALUES (1, $1)`, [Date.now()]);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw privilegeError(names, error);
+  } finally {
+    client.release();
+  }
+}

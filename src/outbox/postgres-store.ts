@@ -1,0 +1,240 @@
+// The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
+// and enqueue inside the caller's own transaction (the transactional outbox).
+import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { migrate, type PgPool, type PgQueryable, tableNames, validIdentifier } from './postgres-schema.js';
+import { enqueueResult, planEnqueue, planSettle } from './rules.js';
+import type { ClaimedRow, EnqueueOptions, EnqueueResult, NewOutboxRow, OutboxState, OutboxStore, StoredRow } from './store.js';
+
+export interface PostgresOutboxStoreOptions {
+  /** A `pg.Pool` (node-postgres 8). The store borrows connections; it never ends the pool. */
+  pool: PgPool;
+  /** Schema of the table, created when missing. @default 'public' */
+  schema?: string;
+  /** Name of the table (its migrations table is `<table>_migrations`). @default 'release_outbox' */
+  table?: string;
+}
+
+type Row = Record<string, unknown>;
+const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
+const orNull = <T>(value: T | undefined) => (value === undefined ? null : value);
+
+function storedRow(row: Row): StoredRow {
+  return {
+    id: Number(row.id),
+    state: row.state as OutboxState,
+    remoteTrackId: (row.remote_track_id as string | null) ?? undefined,
+    body: row.body as string,
+    contentHash: row.content_hash as string,
+    attempts: Number(row.attempts),
+    nextAttemptAt: Number(row.next_attempt_at),
+    lastError: (row.last_error as string | null) ?? undefined,
+    releaseId: num(row.release_id),
+    leaseOwner: (row.lease_owner as string | null) ?? undefined,
+    leaseExpiresAt: num(row.lease_expires_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+    deliveredAt: num(row.delivered_at),
+  };
+}
+
+function statements(t: string) {
+  const nextDeliveredSeq = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $1)`;
+  return {
+    // Enqueues and settles of one track take turns (until their transaction ends): a read-then-
+    // write can never interleave with another host's for the same track.
+    lockTrack: 'SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))',
+    newestPending: `SELECT id, content_hash FROM ${t} WHERE remote_track_id = $1 AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+    latestDelivered: `SELECT id, content_hash, release_id FROM ${t} WHERE remote_track_id = $1 AND state = 'delivered'
+      ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1`,
+    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1`,
+    insertPending: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+      VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4) RETURNING id`,
+    // Due rows, oldest due first, skipping rows another host is claiming right now; a track's
+    // newer pending row waits for its older one (updates reach the mother in order).
+    claim: `WITH due AS (
+        SELECT id FROM ${t} AS candidate
+        WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+          AND (remote_track_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM ${t} AS older WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
+        ORDER BY next_attempt_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = $4 FROM due WHERE claimed.id = due.id
+      RETURNING claimed.id, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at`,
+    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
+    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDeliveredSeq}, $5, $5, $5)`,
+    update: `UPDATE ${t} SET state = $2, attempts = $3, next_attempt_at = $4, last_error = $5, release_id = $6, delivered_at = $7,
+      delivered_seq = CASE WHEN $2 = 'delivered' THEN (SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $8) ELSE delivered_seq END,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = $9 WHERE id = $1`,
+    counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
+    list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
+    requeue: `UPDATE ${t} SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
+      WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1)`,
+  };
+}
+
+function isQueryable(value: unknown): value is PgQueryable {
+  return typeof (value as PgQueryable | null)?.query === 'function';
+}
+
+/**
+ * An OutboxStore on PostgreSQL. The table (and schema) is created on first use. Pass `{ transaction:
+ * client }` to `outbox.enqueue()` to store the release in your own open transaction: it becomes
+ * visible to workers when you commit, and is gone if you roll back.
+ */
+export function postgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
+  if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { pool: new pg.Pool(...) }.');
+  const problems = new OptionProblems();
+  rejectUnknownOptions('postgresOutboxStore', options, ['pool', 'schema', 'table'], problems);
+  const { pool } = options;
+  if (typeof pool?.connect !== 'function' || typeof pool.query !== 'function')
+    problems.add(optionError('pool', 'is not a pg.Pool', "Pass `new pg.Pool({ connectionString })` from the 'pg' package (npm install pg)."));
+  const schema = options.schema ?? 'public';
+  const table = options.table ?? 'release_outbox';
+  for (const [name, value] of [
+    ['schema', schema],
+    ['table', table],
+  ] as const)
+    if (typeof value !== 'string' || !validIdentifier(value))
+      problems.add(
+        optionError(name, 'must be a lower-case SQL name (letters, digits, _; at most 63)', `Pass e.g. "${name === 'schema' ? 'panel' : 'release_outbox'}".`),
+      );
+  problems.throwIfAny('postgresOutboxStore');
+
+  const names = tableNames(schema, table);
+  const sql = statements(names.table);
+  let migrated: Promise<void> | undefined;
+  const ready = () => {
+    migrated ??= migrate(pool, names).catch((error: unknown) => {
+      migrated = undefined; // try again on the next call (the database may be back, or granted)
+      throw error;
+    });
+    return migrated;
+  };
+
+  async function inTransaction<T>(work: (client: PgQueryable) => Promise<T>): Promise<T> {
+    await ready();
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+    const track = row.remoteTrackId;
+    if (track !== undefined) await client.query(sql.lockTrack, [names.table, track]);
+    const pending = track === undefined ? undefined : (await client.query(sql.newestPending, [track])).rows[0];
+    const delivered = track === undefined ? undefined : (await client.query(sql.latestDelivered, [track])).rows[0];
+    const plan = planEnqueue(
+      row,
+      pending && { id: Number(pending.id), contentHash: pending.content_hash as string },
+      delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) },
+    );
+    if (plan.action === 'replace-pending') await client.query(sql.replacePayload, [plan.id, row.body, row.contentHash, now]);
+    const inserted =
+      plan.action === 'insert' ? Number((await client.query(sql.insertPending, [orNull(track), row.body, row.contentHash, now])).rows[0]?.id) : undefined;
+    return enqueueResult(plan, inserted);
+  }
+
+  /**
+   * In the caller's transaction, inside a savepoint: if our statements fail, the caller's
+   * transaction is left as it was (usable), and the call rejects. A client that is not inside
+   * BEGIN is refused, since its statements would commit one by one.
+   */
+  async function enqueueInCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+    await ready();
+    try {
+      await client.query('SAVEPOINT panel_license_outbox');
+    } catch (error) {
+      throw new TypeError('panel-license-guard: `transaction` must be a pg client inside a transaction (after BEGIN).', { cause: error });
+    }
+    try {
+      const result = await enqueueWith(client, row, now);
+      await client.query('RELEASE SAVEPOINT panel_license_outbox');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK TO SAVEPOINT panel_license_outbox').catch(() => {});
+      throw error;
+    }
+  }
+
+  // Enqueues of this process take turns, so they apply in call order like the other stores.
+  let enqueues: Promise<unknown> = Promise.resolve();
+
+  return {
+    enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions) {
+      const transaction = options?.transaction;
+      if (transaction !== undefined) {
+        if (!isQueryable(transaction)) return Promise.reject(new TypeError('panel-license-guard: `transaction` must be a pg client (from pool.connect()).'));
+        return enqueueInCallerTransaction(transaction, row, nowMs);
+      }
+      const result = enqueues.then(() => inTransaction((client) => enqueueWith(client, row, nowMs)));
+      enqueues = result.catch(() => {});
+      return result;
+    },
+    async claimDue(request) {
+      await ready();
+      const { rows } = await pool.query(sql.claim, [request.nowMs, request.limit, request.owner, request.nowMs + request.leaseMs]);
+      return rows
+        .map((r) => ({ row: r, due: Number(r.next_attempt_at) }))
+        .sort((a, b) => a.due - b.due || Number(a.row.id) - Number(b.row.id))
+        .map(
+          ({ row: r }): ClaimedRow => ({
+            id: Number(r.id),
+            remoteTrackId: (r.remote_track_id as string | null) ?? undefined,
+            body: r.body as string,
+            contentHash: r.content_hash as string,
+            attempts: Number(r.attempts),
+          }),
+        );
+    },
+    settle: (claim, owner, outcome, nowMs) =>
+      inTransaction(async (client) => {
+        if (claim.remoteTrackId !== undefined) await client.query(sql.lockTrack, [names.table, claim.remoteTrackId]);
+        const current = (await client.query(sql.snapshot, [claim.id])).rows[0];
+        const snapshot = current && {
+          state: current.state as OutboxState,
+          contentHash: current.content_hash as string,
+          leaseOwner: (current.lease_owner as string | null) ?? undefined,
+          nextAttemptAt: Number(current.next_attempt_at),
+        };
+        const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
+        const track = orNull(claim.remoteTrackId);
+        if (plan.history) {
+          const { body, contentHash, attempts, releaseId } = plan.history;
+          await client.query(sql.insertDelivered, [track, body, contentHash, attempts, nowMs, orNull(releaseId)]);
+        }
+        if (plan.update) {
+          const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = plan.update;
+          await client.query(sql.update, [claim.id, state, attempts, nextAttemptAt, orNull(lastError), orNull(releaseId), orNull(deliveredAt), track, nowMs]);
+        }
+        return plan.result;
+      }),
+    async counts() {
+      await ready();
+      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
+      for (const r of (await pool.query(sql.counts)).rows) counts[r.state as OutboxState] = Number(r.n);
+      return counts;
+    },
+    async list({ state, limit, id }) {
+      await ready();
+      return (await pool.query(sql.list, [orNull(state), orNull(id), limit])).rows.map(storedRow);
+    },
+    async requeueDead(id, nowMs) {
+      await ready();
+      return (await pool.query(sql.requeue, [orNull(id), nowMs])).rowCount ?? 0;
+    },
+    async close() {
+      // The pool is the caller's: ending it here would break their other queries.
+      await enqueues;
+    },
+  };
+}

@@ -1,0 +1,165 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
+import { createReleaseOutbox } from '../src/outbox/outbox.js';
+import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
+import { postgresOutboxStore } from '../src/postgres.js';
+import { clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
+
+// The PostgreSQL store against a real server: the transactional outbox, several "hosts" (pools)
+// on one table, privileges and connection trouble. The row rules are in the shared contract suite
+// (outbox-store.test.ts).
+const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
+const schema = `test_outbox_pg_${process.pid}`;
+const pools: pg.Pool[] = [];
+const newPool = () => {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
+  pools.push(pool);
+  return pool;
+};
+let emulator: MotherEmulator;
+let admin: pg.Pool;
+let tables = 0;
+const freshTable = () => `outbox_${++tables}`;
+
+beforeAll(async () => {
+  emulator = await startEmulator();
+  if (!havePostgres) return;
+  admin = newPool();
+  await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+});
+afterAll(async () => {
+  await emulator.close();
+  if (!havePostgres) return;
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.query('DROP ROLE IF EXISTS panel_outbox_noprivs');
+  await Promise.all(pools.map((pool) => pool.end()));
+});
+
+const release = (title: string, remote_track_id?: string) => ({
+  title,
+  primary_artist: 'Ada',
+  ...(remote_track_id === undefined ? {} : { remote_track_id }),
+});
+const delivered = (title: string) => emulator.releases.filter((r) => r.release.title === title);
+
+describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
+  describe('with the caller’s transaction', () => {
+    it('delivers what was committed, and never sends or shows what was rolled back', async () => {
+      const pool = newPool();
+      const table = freshTable();
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store: postgresOutboxStore({ pool, schema, table }), pollIntervalMs: 50 });
+      // The panel's own table, in the same database.
+      await pool.query(`CREATE TABLE "${schema}".tracks_${table} (title TEXT PRIMARY KEY)`);
+      const db = await pool.connect();
+      try {
+        await db.query('BEGIN');
+        await db.query(`INSERT INTO "${schema}".tracks_${table} VALUES ('Kept')`);
+        await outbox.enqueue(release('Kept'), { transaction: db });
+        // Not visible to anyone before the commit.
+        expect((await outbox.stats()).pending).toBe(0);
+        await db.query('COMMIT');
+
+        await db.query('BEGIN');
+        await db.query(`INSERT INTO "${schema}".tracks_${table} VALUES ('Dropped')`);
+        await outbox.enqueue(release('Dropped'), { transaction: db });
+        await db.query('ROLLBACK');
+
+        // The caller's own constraint fails after the enqueue: the whole transaction goes.
+        await db.query('BEGIN');
+        await outbox.enqueue(release('Duplicate title'), { transaction: db });
+        await expect(db.query(`INSERT INTO "${schema}".tracks_${table} VALUES ('Kept')`)).rejects.toThrow(/duplicate key/);
+        await db.query('ROLLBACK');
+      } finally {
+        db.release();
+      }
+      await waitFor(() => delivered('Kept').length === 1, 'the committed release delivered', 5000);
+      await sleep(300);
+      expect(delivered('Dropped')).toEqual([]);
+      expect(delivered('Duplicate title')).toEqual([]);
+      expect((await outbox.list()).map((row) => row.release.title)).toEqual(['Kept']);
+      await outbox.close();
+    });
+
+    it('refuses a client outside a transaction, and the other stores refuse a transaction', async () => {
+      const pool = newPool();
+      const store = postgresOutboxStore({ pool, schema, table: freshTable() });
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store, autoStart: false });
+      const db = await pool.connect();
+      try {
+        await expect(outbox.enqueue(release('Loose'), { transaction: db })).rejects.toThrow(/inside a transaction \(after BEGIN\)/);
+      } finally {
+        db.release();
+      }
+      await outbox.close();
+      for (const other of [createMemoryOutboxStore(), createSqliteOutboxStore({ file: ':memory:' })]) {
+        const plain = createReleaseOutbox({ client: clientFor(emulator), store: other, autoStart: false });
+        await expect(plain.enqueue(release('X'), { transaction: {} })).rejects.toThrow(/cannot join your transaction/);
+        await plain.close();
+        await other.close();
+      }
+    });
+  });
+
+  describe('shared by several hosts', () => {
+    it('never leases one row to two hosts', async () => {
+      const table = freshTable();
+      const [one, two] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      for (let i = 0; i < 200; i++) await one.enqueue({ remoteTrackId: undefined, body: `{"n":${i}}`, contentHash: `h${i}` }, 1000);
+      const claimed = await Promise.all(
+        [one, two, one, two].map(async (store, i) => {
+          const ids: number[] = [];
+          for (;;) {
+            const batch = await store.claimDue({ owner: `host-${i}`, limit: 7, nowMs: 2000, leaseMs: 60_000 });
+            if (batch.length === 0) return ids;
+            ids.push(...batch.map((row) => row.id));
+          }
+        }),
+      );
+      const all = claimed.flat();
+      expect(all.length).toBe(200);
+      expect(new Set(all).size).toBe(200);
+    });
+
+    it('keeps one pending row per track when two hosts enqueue it at once', async () => {
+      const table = freshTable();
+      const hosts = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          (hosts[i % 2] as (typeof hosts)[number]).enqueue({ remoteTrackId: 'track-1', body: `{"v":${i}}`, contentHash: `v${i}` }, 1000 + i),
+        ),
+      );
+      const rows = await hosts[0]?.list({ state: 'pending', limit: 100 });
+      expect(rows?.length).toBe(1);
+    });
+  });
+
+  describe('when something is wrong', () => {
+    it('says which privilege is missing', async () => {
+      await admin.query('DROP ROLE IF EXISTS panel_outbox_noprivs');
+      await admin.query('CREATE ROLE panel_outbox_noprivs LOGIN');
+      const url = new URL(DATABASE_URL);
+      url.username = 'panel_outbox_noprivs';
+      url.password = '';
+      const weak = new pg.Pool({ connectionString: url.toString(), max: 1 });
+      pools.push(weak);
+      const store = postgresOutboxStore({ pool: weak, schema: `${schema}_none`, table: 'outbox' });
+      await expect(store.counts()).rejects.toThrow(/lacks a privilege .*Grant it CREATE and USAGE on schema/);
+    });
+
+    it('rejects an enqueue it cannot make durable', async () => {
+      const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 500 });
+      pools.push(dead);
+      const store = postgresOutboxStore({ pool: dead, schema, table: freshTable() });
+      await expect(store.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow();
+    });
+
+    it('names bad options', () => {
+      expect(() => postgresOutboxStore({ pool: {} as never })).toThrow(/`pool` is not a pg.Pool/);
+      expect(() => postgresOutboxStore({ pool: admin, schema: 'Bad-Name' })).toThrow(/`schema` must be a lower-case SQL name/);
+      expect(() => postgresOutboxStore({ pool: admin, table: 'x; DROP TABLE y' })).toThrow(/`table` must be a lower-case SQL name/);
+    });
+  });
+});
