@@ -50,7 +50,9 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     it('delivers what was committed, and never sends or shows what was rolled back', async () => {
       const pool = newPool();
       const table = freshTable();
-      const outbox = createReleaseOutbox({ client: clientFor(emulator), store: postgresOutboxStore({ pool, schema, table }), pollIntervalMs: 50 });
+      const store = postgresOutboxStore({ pool, schema, table });
+      await store.migrate();
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store, pollIntervalMs: 50 });
       // The panel's own table, in the same database.
       await pool.query(`CREATE TABLE "${schema}".tracks_${table} (title TEXT PRIMARY KEY)`);
       const db = await pool.connect();
@@ -89,7 +91,19 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const outbox = createReleaseOutbox({ client: clientFor(emulator), store, autoStart: false });
       const db = await pool.connect();
       try {
-        await expect(outbox.enqueue(release('Loose'), { transaction: db })).rejects.toThrow(/inside a transaction \(after BEGIN\)/);
+        await expect(outbox.enqueue(release('Loose'), { transaction: db })).rejects.toThrow(/inside an open transaction \(after BEGIN/);
+        await db.query('BEGIN');
+        await expect(outbox.enqueue(release('Early'), { transaction: db })).rejects.toThrow(/call `await store.migrate\(\)` at start-up/);
+        await db.query('ROLLBACK');
+        await store.migrate();
+        await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+        await expect(outbox.enqueue(release('Snapshot'), { transaction: db })).rejects.toThrow(/REPEATABLE READ/);
+        await db.query('ROLLBACK');
+        // Several enqueues on one client at once take turns: one pending row for the track.
+        await db.query('BEGIN');
+        await Promise.all([1, 2, 3].map((v) => outbox.enqueue(release(`v${v}`, 'one-track'), { transaction: db })));
+        await db.query('COMMIT');
+        expect((await outbox.list({ state: 'pending' })).map((entry) => entry.release.title)).toEqual(['v3']);
       } finally {
         db.release();
       }
@@ -160,6 +174,8 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       expect(() => postgresOutboxStore({ pool: {} as never })).toThrow(/`pool` is not a pg.Pool/);
       expect(() => postgresOutboxStore({ pool: admin, schema: 'Bad-Name' })).toThrow(/`schema` must be a lower-case SQL name/);
       expect(() => postgresOutboxStore({ pool: admin, table: 'x; DROP TABLE y' })).toThrow(/`table` must be a lower-case SQL name/);
+      expect(() => postgresOutboxStore({ pool: admin, table: 'a'.repeat(53) })).toThrow(/at most 52 characters/);
+      expect(() => postgresOutboxStore({ pool: admin, table: 'q_migrations' })).toThrow(/not end in "_migrations"/);
     });
   });
 });

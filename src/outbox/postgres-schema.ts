@@ -5,8 +5,42 @@ export interface PgQueryable {
   query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
 }
 
+export interface PgClient extends PgQueryable {
+  release(error?: Error | boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: 'error', listener: (error: Error) => void): unknown;
+}
+
 export interface PgPool extends PgQueryable {
-  connect(): Promise<PgQueryable & { release(error?: Error | boolean): void }>;
+  connect(): Promise<PgClient>;
+}
+
+/**
+ * Borrows a client for `work`. While it is checked out, pg-pool does not listen for its errors:
+ * a connection killed by a database restart would emit an unheard 'error' and end the process.
+ * We listen (the failing query rejects anyway) and hand a broken client back as broken.
+ */
+export async function withClient<T>(pool: PgPool, work: (client: PgClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
+  try {
+    return await work(client);
+  } catch (error) {
+    broken ??= error instanceof Error && isConnectionError(error) ? error : undefined;
+    throw error;
+  } finally {
+    client.off('error', onError);
+    client.release(broken ?? false);
+  }
+}
+
+function isConnectionError(error: Error): boolean {
+  const code = (error as { code?: string }).code ?? '';
+  return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
 export const SCHEMA_VERSION = 1;
@@ -72,31 +106,32 @@ function privilegeError(names: TableNames, error: unknown): Error {
  * a newer version of this package is refused rather than misread.
  */
 export async function migrate(pool: PgPool, names: TableNames): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    // Per schema: two tables of one schema must not both try to create it.
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`panel-license-guard:"${names.schema}"`]);
-    // Look before creating: a user with only SELECT/INSERT/UPDATE on a table an owner created
-    // must not need CREATE (PostgreSQL checks that privilege even for IF NOT EXISTS).
-    const found = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [names.migrations]);
-    const version = found.rows[0]?.present ? Number((await client.query(`SELECT COALESCE(MAX(version), 0) AS v FROM ${names.migrations}`)).rows[0]?.v ?? 0) : 0;
-    if (version > SCHEMA_VERSION)
-      throw new Error(
-        `panel-license-guard: ${names.table} holds outbox schema v${version}, written by a newer version of this package; upgrade it to use this table.`,
-      );
-    if (version < 1) {
-      const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema]);
-      if (schema.rowCount === 0) await client.query(`CREATE SCHEMA "${names.schema}"`);
-      await client.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`);
-      for (const statement of migrationV1(names)) await client.query(statement);
-      await client.query(`INSERT INTO ${names.migrations} (version, applied_at) VALUES (1, $1)`, [Date.now()]);
+  await withClient(pool, async (client) => {
+    try {
+      await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+      // Per schema: two tables of one schema must not both try to create it.
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`panel-license-guard:"${names.schema}"`]);
+      // Look before creating: a user with only SELECT/INSERT/UPDATE on a table an owner created
+      // must not need CREATE (PostgreSQL checks that privilege even for IF NOT EXISTS).
+      const found = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [names.migrations]);
+      const version = found.rows[0]?.present
+        ? Number((await client.query(`SELECT COALESCE(MAX(version), 0) AS v FROM ${names.migrations}`)).rows[0]?.v ?? 0)
+        : 0;
+      if (version > SCHEMA_VERSION)
+        throw new Error(
+          `panel-license-guard: ${names.table} holds outbox schema v${version}, written by a newer version of this package; upgrade it to use this table.`,
+        );
+      if (version < 1) {
+        const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema]);
+        if (schema.rowCount === 0) await client.query(`CREATE SCHEMA "${names.schema}"`);
+        await client.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`);
+        for (const statement of migrationV1(names)) await client.query(statement);
+        await client.query(`INSERT INTO ${names.migrations} (version, applied_at) VALUES (1, $1)`, [Date.now()]);
+      }
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw privilegeError(names, error);
     }
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw privilegeError(names, error);
-  } finally {
-    client.release();
-  }
+  });
 }

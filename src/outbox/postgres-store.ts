@@ -1,7 +1,7 @@
 // The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
-import { migrate, type PgPool, type PgQueryable, tableNames, validIdentifier } from './postgres-schema.js';
+import { migrate, type PgPool, type PgQueryable, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { ClaimedRow, EnqueueOptions, EnqueueResult, NewOutboxRow, OutboxState, OutboxStore, StoredRow } from './store.js';
 
@@ -82,7 +82,16 @@ function isQueryable(value: unknown): value is PgQueryable {
  * client }` to `outbox.enqueue()` to store the release in your own open transaction: it becomes
  * visible to workers when you commit, and is gone if you roll back.
  */
-export function postgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
+export interface PostgresOutboxStore extends OutboxStore {
+  /**
+   * Creates the table when missing (every other call does it on first use too). Call it at
+   * start-up when you enqueue inside your own transactions: that path never opens a second
+   * connection, so it refuses to run before the table exists.
+   */
+  migrate(): Promise<void>;
+}
+
+export function postgresOutboxStore(options: PostgresOutboxStoreOptions): PostgresOutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { pool: new pg.Pool(...) }.');
   const problems = new OptionProblems();
   rejectUnknownOptions('postgresOutboxStore', options, ['pool', 'schema', 'table'], problems);
@@ -99,6 +108,9 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Outbox
       problems.add(
         optionError(name, 'must be a lower-case SQL name (letters, digits, _; at most 63)', `Pass e.g. "${name === 'schema' ? 'panel' : 'release_outbox'}".`),
       );
+  // Derived names (`<table>_migrations`, `<table>_track`) must stay within PostgreSQL's 63 characters.
+  if (typeof table === 'string' && (table.length > 52 || table.endsWith('_migrations')))
+    problems.add(optionError('table', 'must be at most 52 characters and not end in "_migrations"', 'Pass a shorter name, e.g. "release_outbox".'));
   problems.throwIfAny('postgresOutboxStore');
 
   const names = tableNames(schema, table);
@@ -114,18 +126,19 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Outbox
 
   async function inTransaction<T>(work: (client: PgQueryable) => Promise<T>): Promise<T> {
     await ready();
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+    return withClient(pool, async (client) => {
+      // READ COMMITTED whatever the database default: after waiting on a track's lock, the next
+      // statement must see what the previous holder committed (REPEATABLE READ would not).
+      await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+      try {
+        const result = await work(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      }
+    });
   }
 
   async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
@@ -144,37 +157,69 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Outbox
     return enqueueResult(plan, inserted);
   }
 
+  /** Whether the table exists, asked through the caller's client (no second connection). */
+  let tableKnown = false;
+  async function assertTableThrough(client: PgQueryable): Promise<void> {
+    if (tableKnown) return;
+    const found = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [names.table]);
+    if (!found.rows[0]?.present)
+      throw new Error(
+        `panel-license-guard: the outbox table ${names.table} does not exist yet; call \`await store.migrate()\` at start-up, before enqueuing in a transaction.`,
+      );
+    tableKnown = true;
+  }
+
   /**
-   * In the caller's transaction, inside a savepoint: if our statements fail, the caller's
-   * transaction is left as it was (usable), and the call rejects. A client that is not inside
-   * BEGIN is refused, since its statements would commit one by one.
+   * In the caller's transaction, inside a savepoint of its own: if our statements fail, the
+   * caller's transaction is left as it was (usable), and the call rejects. Enqueues on one client
+   * take turns (their statements would interleave on its connection). A client outside BEGIN, or
+   * in REPEATABLE READ (whose snapshot would miss what another host committed), is refused.
    */
   async function enqueueInCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
-    await ready();
+    const savepoint = `panel_license_outbox_${++savepoints}`;
     try {
-      await client.query('SAVEPOINT panel_license_outbox');
+      await client.query(`SAVEPOINT ${savepoint}`);
     } catch (error) {
-      throw new TypeError('panel-license-guard: `transaction` must be a pg client inside a transaction (after BEGIN).', { cause: error });
+      throw new TypeError('panel-license-guard: `transaction` must be a pg client inside an open transaction (after BEGIN, and not aborted).', {
+        cause: error,
+      });
     }
     try {
+      const level = (await client.query("SELECT current_setting('transaction_isolation') AS level")).rows[0]?.level;
+      if (level === 'repeatable read')
+        throw new TypeError(
+          'panel-license-guard: the outbox cannot enqueue in a REPEATABLE READ transaction (it could not see a release another host just stored). Use READ COMMITTED (the default) or SERIALIZABLE.',
+        );
+      await assertTableThrough(client);
       const result = await enqueueWith(client, row, now);
-      await client.query('RELEASE SAVEPOINT panel_license_outbox');
+      await client.query(`RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {
-      await client.query('ROLLBACK TO SAVEPOINT panel_license_outbox').catch(() => {});
+      await client.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
       throw error;
     }
   }
+  let savepoints = 0;
+  const clientTurns = new WeakMap<object, Promise<unknown>>();
 
   // Enqueues of this process take turns, so they apply in call order like the other stores.
   let enqueues: Promise<unknown> = Promise.resolve();
 
   return {
+    migrate: async () => {
+      await ready();
+      tableKnown = true;
+    },
     enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
         if (!isQueryable(transaction)) return Promise.reject(new TypeError('panel-license-guard: `transaction` must be a pg client (from pool.connect()).'));
-        return enqueueInCallerTransaction(transaction, row, nowMs);
+        const turn = (clientTurns.get(transaction) ?? Promise.resolve()).then(() => enqueueInCallerTransaction(transaction, row, nowMs));
+        clientTurns.set(
+          transaction,
+          turn.catch(() => {}),
+        );
+        return turn;
       }
       const result = enqueues.then(() => inTransaction((client) => enqueueWith(client, row, nowMs)));
       enqueues = result.catch(() => {});
