@@ -6,19 +6,11 @@ import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
 import { sleep, waitFor } from './helpers.js';
-import { REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+import { freePort, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 // The README's quick start, run as a newcomer would: `npm start` (stopped), then `npm test`.
 const root = resolve(import.meta.dirname, '..');
 const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 async function occupied(): Promise<{ server: Server; port: number }> {
   const server = createServer();
