@@ -33,11 +33,13 @@ export type {
   OutboxEvents,
   OutboxListener,
   OutboxLogger,
+  PrunedEvent,
   RetryingEvent,
 } from './outbox/events.js';
 export { createMemoryOutboxStore } from './outbox/memory-store.js';
 export type { ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
 export { createReleaseOutbox, type OutboxEntry, type OutboxStats, type ReleaseOutbox } from './outbox/outbox.js';
+export type { RetentionOptions } from './outbox/retention.js';
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
   ClaimedRow,
@@ -48,6 +50,8 @@ export type {
   NewOutboxRow,
   OutboxState,
   OutboxStore,
+  PruneRequest,
+  PruneResult,
   SettleResult,
   StoredRow,
 } from './outbox/store.js';

@@ -4,7 +4,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { createMotherClient } from '../src/client/mother-client.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import type { DeliveredEvent } from '../src/outbox/events.js';
+import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
+import type { OutboxStore } from '../src/outbox/store.js';
 import { clientFor, failure, startEmulator, waitFor } from './helpers.js';
 
 // Duplicates outside the stated guarantee (no crash, no lost answer) must be impossible.
@@ -60,6 +62,30 @@ describe('the release outbox', () => {
     await outbox.drain({ signal: AbortSignal.timeout(10_000) });
     expect(titles()).toEqual(['First', 'Second']);
     expect(delivered).toHaveLength(2);
+  });
+
+  it('sends a payload replaced in flight as soon as the older send is recorded, not a lease later', async () => {
+    const store = createMemoryOutboxStore();
+    let outbox: ReleaseOutbox | undefined;
+    // Another release queued at the moment v1's outcome is recorded (v2 replaced v1 in flight):
+    // its enqueue makes the worker claim while it still holds v1's row.
+    const racing: OutboxStore = {
+      ...store,
+      async settle(claim, owner, outcome, nowMs) {
+        const result = await store.settle(claim, owner, outcome, nowMs);
+        if (result === 'superseded') await outbox?.enqueue({ title: 'Other' });
+        return result;
+      },
+    };
+    outbox = createReleaseOutbox({ client: clientFor(emulator), store: racing, pollIntervalMs: 20, logger: { warn: vi.fn(), error: vi.fn() } });
+    opened.push(outbox);
+    emulator.setFaults({ delayMs: 300 });
+    await outbox.enqueue({ title: 'v1', remote_track_id: 'trk-race' });
+    await waitFor(async () => (await (outbox as ReleaseOutbox).stats()).inFlight > 0, 'v1 to be in flight');
+    await outbox.enqueue({ title: 'v2', remote_track_id: 'trk-race' });
+    // With the default 60 s lease, a row leased to itself again would miss this deadline.
+    await outbox.drain({ signal: AbortSignal.timeout(5000) });
+    expect(titles()).toEqual(['Other', 'v1', 'v2']);
   });
 
   it('records a 2xx it cannot parse as delivered and never sends it again', async () => {

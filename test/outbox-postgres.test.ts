@@ -150,6 +150,38 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('with hosts whose clocks disagree', () => {
+    it("reckons leases on the database's clock: a host running 10 minutes ahead cannot take one over early", async () => {
+      const table = freshTable();
+      const [slow, fast] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      await slow.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, Date.now());
+      expect(await slow.claimDue({ owner: 'slow', limit: 1, nowMs: Date.now(), leaseMs: 400 })).toHaveLength(1);
+      const tenMinutesAhead = () => Date.now() + 10 * 60_000;
+      expect(await fast.claimDue({ owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toEqual([]);
+      // The lease runs out in real time, whatever either host's clock says.
+      await sleep(500);
+      expect(await fast.claimDue({ owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toHaveLength(1);
+    });
+  });
+
+  describe('when upgrading', () => {
+    it('migrates a v1 table in place, keeping its rows', async () => {
+      const table = freshTable();
+      const names = `"${schema}"."${table}"`;
+      const first = postgresOutboxStore({ pool: admin, schema, table });
+      await first.enqueue({ remoteTrackId: 't1', body: '{"v":1}', contentHash: 'v1' }, 1000);
+      // Back to what version 1 of the schema looked like.
+      await admin.query(`ALTER TABLE ${names} DROP COLUMN history_of`);
+      await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version = 2`);
+      const upgraded = postgresOutboxStore({ pool: newPool(), schema, table });
+      expect(await upgraded.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1', body: '{"v":1}' }]);
+      const versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2]);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (3, 0)`);
+      await expect(postgresOutboxStore({ pool: newPool(), schema, table }).counts()).rejects.toThrow(/schema v3, written by a newer version/);
+    });
+  });
+
   describe('when something is wrong', () => {
     it('says which privilege is missing', async () => {
       await admin.query('DROP ROLE IF EXISTS panel_outbox_noprivs');
@@ -176,6 +208,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       expect(() => postgresOutboxStore({ pool: admin, table: 'x; DROP TABLE y' })).toThrow(/`table` must be a lower-case SQL name/);
       expect(() => postgresOutboxStore({ pool: admin, table: 'a'.repeat(53) })).toThrow(/at most 52 characters/);
       expect(() => postgresOutboxStore({ pool: admin, table: 'q_migrations' })).toThrow(/not end in "_migrations"/);
+      expect(() => postgresOutboxStore({ pool: admin, leaseClock: 'host' as never })).toThrow(/`leaseClock` must be 'database' or 'outbox'/);
     });
   });
 });

@@ -54,7 +54,7 @@ afterAll(async () => {
 const stores: [string, () => OutboxStore][] = [
   ['createMemoryOutboxStore()', () => createMemoryOutboxStore()],
   ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
-  ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema() })] as [string, () => OutboxStore]] : []),
+  ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema(), leaseClock: 'outbox' })] as [string, () => OutboxStore]] : []),
 ];
 
 const open: OutboxStore[] = [];
@@ -143,16 +143,109 @@ describe.each(stores)('%s', (_name, create) => {
       expect((await claim(store, B, T0 + 1000 + LEASE)).map((c) => c.id)).toEqual([1]);
     });
 
-    it('holds a newer pending row of a track back until the older one is settled', async () => {
+    it('never leases a row the worker says it is still sending', async () => {
+      const store = make();
+      for (const title of ['a', 'b', 'c']) await store.enqueue(row(title), T0);
+      const claimed = await store.claimDue({ owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [1, 3] });
+      expect(claimed.map((c) => c.id)).toEqual([2]);
+    });
+
+    it('sends a payload replaced in flight as soon as its row is claimable again, but not while it is still being sent', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      const inFlight = await claimOne(store);
+      await store.enqueue(row('v2', 't1'), T0);
+      expect(await store.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
+      // The worker has not finished with v1's send yet: it asks the store to skip the row.
+      expect(await store.claimDue({ owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [inFlight.id] })).toEqual([]);
+      expect((await claim(store, A, T0)).map((c) => [c.id, c.body])).toEqual([[1, row('v2', 't1').body]]);
+    });
+  });
+
+  describe('when requeueing a dead row', () => {
+    it('leaves it dead when the track has a newer release, so older content never follows newer', async () => {
       const store = make();
       await store.enqueue(row('v1', 't1'), T0);
       await store.settle(await claimOne(store), A, { kind: 'dead', error: 'refused' }, T0);
       await store.enqueue(row('v2', 't1'), T0);
+      expect(await store.requeueDead(1, T0)).toBe(0);
+      await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 2 }, T0);
+      expect(await store.requeueDead(undefined, T0)).toBe(0);
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 1 });
+    });
+
+    it('brings back only the newest dead payload of a track, and every dead release without a track', async () => {
+      const store = make();
+      for (const [title, track] of [['v1', 't1'], ['free'], ['v2', 't1']] as const) {
+        await store.enqueue(row(title, track), T0);
+        await store.settle(await claimOne(store), A, { kind: 'dead', error: 'refused' }, T0);
+      }
+      expect(await store.requeueDead(undefined, T0)).toBe(2);
+      expect((await store.list({ state: 'pending', limit: 10 })).map((r) => r.id)).toEqual([2, 3]);
+    });
+
+    it('requeues a row whose newer payload was refused after its older payload reached the mother', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      const inFlight = await claimOne(store);
+      await store.enqueue(row('v2', 't1'), T0);
+      expect(await store.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
+      await store.settle(await claimOne(store), A, { kind: 'dead', error: 'refused' }, T0);
+      // Row 2 records v1 (older content): v2, refused, may still be sent again.
       expect(await store.requeueDead(1, T0)).toBe(1);
-      const claimed = await claim(store, A, T0);
-      expect(claimed.map((c) => c.id)).toEqual([1]);
-      await store.settle(claimed[0] as ClaimedRow, A, { kind: 'delivered', releaseId: 1 }, T0);
-      expect((await claim(store, A, T0)).map((c) => c.id)).toEqual([2]);
+      expect((await claimOne(store)).body).toBe(row('v2', 't1').body);
+    });
+  });
+
+  describe('when pruning', () => {
+    const DAY = 24 * 60 * 60_000;
+    const prune = (store: OutboxStore, now: number, afterId = 0, limit = 100) =>
+      (store.prune as NonNullable<OutboxStore['prune']>)({ deliveredBefore: now - 30 * DAY, deadBefore: now - 90 * DAY, afterId, limit });
+
+    it('deletes old deliveries and dead rows, keeping the latest delivery of each track and every pending row', async () => {
+      const store = make();
+      const deliver = async (title: string, track: string | undefined, at: number) => {
+        await store.enqueue(row(title, track), at);
+        await store.settle(await claimOne(store, A, at), A, { kind: 'delivered', releaseId: 1 }, at);
+      };
+      await deliver('v1', 't1', T0); // 1: superseded by 2
+      await deliver('v2', 't1', T0); // 2: latest of t1: kept
+      await deliver('free', undefined, T0); // 3: no track: old, deleted
+      await deliver('recent', undefined, T0 + 40 * DAY); // 4: too recent
+      await store.enqueue(row('dies', 't9'), T0);
+      await store.settle(await claimOne(store, A, T0), A, { kind: 'dead', error: 'refused' }, T0); // 5: dead, 50 days old
+      await store.enqueue(row('waits', 't2'), T0 + 200 * DAY); // 6: pending
+      expect(await prune(store, T0 + 50 * DAY)).toEqual({ deleted: 2, lastId: 6, highestId: 6 });
+      expect((await store.list({ state: undefined, limit: 10 })).map((r) => r.id)).toEqual([2, 4, 5, 6]);
+      expect(await prune(store, T0 + 100 * DAY)).toEqual({ deleted: 2, lastId: 6, highestId: 6 });
+      expect((await store.list({ state: undefined, limit: 10 })).map((r) => r.id)).toEqual([2, 6]);
+      // The kept delivery still answers an identical re-upload.
+      expect(await store.enqueue(row('v2', 't1'), T0 + 100 * DAY)).toMatchObject({ id: 2, deduplicated: 'already-delivered' });
+      expect(await store.enqueue(row('v1', 't1'), T0 + 100 * DAY)).toMatchObject({ state: 'pending', deduplicated: undefined });
+    });
+
+    it('keeps the payload the mother holds when an older one was recorded later (replaced in flight)', async () => {
+      const store = make();
+      await store.enqueue(row('v1', 't1'), T0);
+      const inFlight = await claimOne(store);
+      await store.enqueue(row('v2', 't1'), T0);
+      await store.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0); // row 2: v1, history
+      await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 2 }, T0); // row 1: v2, latest
+      expect((await prune(store, T0 + 50 * DAY)).deleted).toBe(1);
+      expect(await store.enqueue(row('v2', 't1'), T0 + 50 * DAY)).toMatchObject({ id: 1, deduplicated: 'already-delivered' });
+    });
+
+    it('examines rows in id ranges of `limit`, and says where to continue', async () => {
+      const store = make();
+      for (let i = 0; i < 5; i++) {
+        await store.enqueue(row(`Song ${i}`), T0);
+        await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: i }, T0);
+      }
+      expect(await prune(store, T0 + 50 * DAY, 0, 2)).toEqual({ deleted: 2, lastId: 2, highestId: 5 });
+      expect(await prune(store, T0 + 50 * DAY, 2, 2)).toEqual({ deleted: 2, lastId: 4, highestId: 5 });
+      expect(await prune(store, T0 + 50 * DAY, 4, 2)).toEqual({ deleted: 1, lastId: 5, highestId: 5 });
+      expect(await prune(store, T0 + 50 * DAY, 5, 2)).toEqual({ deleted: 0, lastId: undefined, highestId: undefined });
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0 });
     });
   });
 
@@ -259,6 +352,31 @@ describe('createSqliteOutboxStore()', () => {
     db.pragma('user_version = 99');
     db.close();
     expect(() => createSqliteOutboxStore({ file })).toThrow(/schema v99.*newer version/);
+  });
+
+  it('reads a v1 file as it is, and migrates it in place when opened for writing', async () => {
+    const file = freshFile();
+    const first = createSqliteOutboxStore({ file });
+    await first.enqueue(row('Old', 't1'), T0);
+    await first.close();
+    // Back to what version 1 of the schema looked like.
+    const Driver = loadSqliteDriver();
+    const db = new Driver(file);
+    db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
+    db.pragma('user_version = 1');
+    db.close();
+    const reader = createSqliteOutboxStore({ file, readonly: true });
+    expect(await reader.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1' }]);
+    await reader.close();
+    const writer = createSqliteOutboxStore({ file });
+    open.push(writer);
+    const inFlight = await claimOne(writer);
+    await writer.enqueue(row('New', 't1'), T0);
+    expect(await writer.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
+    const check = new Driver(file, { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(2);
+    expect(check.prepare('SELECT history_of FROM release_outbox WHERE id = 2').get()).toEqual({ history_of: 1 });
+    check.close();
   });
 
   it('rejects unknown and invalid options by name', () => {

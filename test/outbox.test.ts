@@ -51,7 +51,7 @@ function outboxFor(options: Partial<ReleaseOutboxOptions> = {}, client: Partial<
 
 /** Records every event of an outbox, in order. */
 function recordEvents(outbox: ReleaseOutbox) {
-  const seen: { [E in OutboxEventName]: OutboxEvents[E][] } = { delivered: [], retrying: [], dead: [], error: [] };
+  const seen: { [E in OutboxEventName]: OutboxEvents[E][] } = { delivered: [], retrying: [], dead: [], error: [], pruned: [] };
   for (const name of Object.keys(seen) as OutboxEventName[]) outbox.on(name, (event) => (seen[name] as unknown[]).push(event));
   return seen;
 }
@@ -393,6 +393,37 @@ describe('createReleaseOutbox()', () => {
       await outbox.enqueue({ title: 'Two' });
       expect(await drained(outbox)).toMatchObject({ delivered: 2 });
       expect(logger.error).toHaveBeenCalledWith(expect.stringMatching(/'delivered' listener threw/), expect.any(Error));
+    });
+  });
+
+  describe('when its store fails', () => {
+    it('reports the trouble once, not at every poll, and again after a recovery', async () => {
+      const store = createMemoryOutboxStore();
+      let down = true;
+      const flaky = {
+        ...store,
+        claimDue: (request: Parameters<typeof store.claimDue>[0]) => {
+          if (down) throw new Error('database is restarting');
+          return store.claimDue(request);
+        },
+      };
+      let clock = Date.now();
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store: flaky, logger: quietLogger(), ...FAST, now: () => clock, autoStart: false });
+      opened.push(outbox);
+      const errors: string[] = [];
+      outbox.on('error', (event) => errors.push(event.error.message));
+      outbox.start();
+      await waitFor(() => errors.length > 0, 'the first report');
+      await sleep(200); // about ten polls at 20 ms
+      expect(errors).toEqual(['database is restarting']);
+      clock += 61_000; // a minute later it is said again
+      await waitFor(() => errors.length > 1, 'the reminder');
+      down = false;
+      await outbox.enqueue({ title: 'After the outage' });
+      expect(await drained(outbox)).toMatchObject({ delivered: 1 });
+      down = true;
+      await waitFor(() => errors.length > 2, 'the report of a new outage');
+      expect(errors).toHaveLength(3);
     });
   });
 });

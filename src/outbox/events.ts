@@ -55,11 +55,19 @@ export interface OutboxErrorEvent {
   remoteTrackId: string | undefined;
 }
 
+/** A retention pass deleted old delivered or dead rows. */
+export interface PrunedEvent {
+  deleted: number;
+  /** How long the pass took, in milliseconds (it runs in small batches, between other work). */
+  durationMs: number;
+}
+
 export interface OutboxEvents {
   delivered: DeliveredEvent;
   retrying: RetryingEvent;
   dead: DeadEvent;
   error: OutboxErrorEvent;
+  pruned: PrunedEvent;
 }
 
 export type OutboxEventName = keyof OutboxEvents;

@@ -1,10 +1,11 @@
 // An in-memory outbox store: same rules as the SQLite store, nothing survives the process (tests, demos).
-import { enqueueResult, planEnqueue, planSettle, type RowUpdate } from './rules.js';
+import { enqueueResult, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
 import { OUTBOX_STATES, type OutboxState, type OutboxStore, refuseTransaction, type StoredRow } from './store.js';
 
 interface MemoryRow extends StoredRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
   deliveredSeq: number | undefined;
+  historyOf: number | undefined;
 }
 
 /** Creates a store that keeps rows in a Map. Rows are copied in and out, as a database would. */
@@ -34,7 +35,7 @@ export function createMemoryOutboxStore(): OutboxStore {
     return id;
   }
 
-  const toStored = ({ deliveredSeq: _seq, ...row }: MemoryRow): StoredRow => ({ ...row });
+  const toStored = ({ deliveredSeq: _seq, historyOf: _of, ...row }: MemoryRow): StoredRow => ({ ...row });
 
   return {
     enqueue(row, nowMs, options) {
@@ -68,12 +69,14 @@ export function createMemoryOutboxStore(): OutboxStore {
               updatedAt: nowMs,
               deliveredAt: undefined,
               deliveredSeq: undefined,
+              historyOf: undefined,
             })
           : undefined;
       return enqueueResult(plan, insertedId);
     },
 
-    claimDue({ owner, limit, nowMs, leaseMs }) {
+    claimDue({ owner, limit, nowMs, leaseMs, exclude = [] }) {
+      const sending = new Set(exclude);
       const tracksWithOlderPending = new Set<string>();
       const due: MemoryRow[] = [];
       for (const row of open().values()) {
@@ -81,7 +84,7 @@ export function createMemoryOutboxStore(): OutboxStore {
         const blocked = row.remoteTrackId !== undefined && tracksWithOlderPending.has(row.remoteTrackId);
         if (row.remoteTrackId !== undefined) tracksWithOlderPending.add(row.remoteTrackId);
         const leased = row.leaseExpiresAt !== undefined && row.leaseExpiresAt > nowMs;
-        if (!blocked && !leased && row.nextAttemptAt <= nowMs) due.push(row);
+        if (!blocked && !leased && !sending.has(row.id) && row.nextAttemptAt <= nowMs) due.push(row);
       }
       due.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id - b.id);
       return due.slice(0, limit).map((row) => {
@@ -110,6 +113,7 @@ export function createMemoryOutboxStore(): OutboxStore {
           updatedAt: nowMs,
           deliveredAt: nowMs,
           deliveredSeq: ++lastDeliveredSeq,
+          historyOf: claim.id,
         });
       }
       if (row && plan.update) apply(row, plan.update, nowMs);
@@ -134,11 +138,29 @@ export function createMemoryOutboxStore(): OutboxStore {
     requeueDead(id, nowMs) {
       let requeued = 0;
       for (const row of open().values()) {
-        if (row.state !== 'dead' || (id !== undefined && row.id !== id)) continue;
+        if (row.state !== 'dead' || (id !== undefined && row.id !== id) || !mayRequeue(row, open().values())) continue;
         apply(row, { state: 'pending', attempts: 0, nextAttemptAt: nowMs, lastError: row.lastError, releaseId: undefined, deliveredAt: undefined }, nowMs);
         requeued++;
       }
       return requeued;
+    },
+
+    prune({ deliveredBefore, deadBefore, afterId, limit }) {
+      const examined = [...open().values()].filter((row) => row.id > afterId).slice(0, limit);
+      let highestId: number | undefined;
+      for (const id of rows.keys()) highestId = Math.max(highestId ?? id, id);
+      const latest = new Map<string, MemoryRow>();
+      for (const row of open().values()) {
+        if (row.state !== 'delivered' || row.remoteTrackId === undefined) continue;
+        const seen = latest.get(row.remoteTrackId);
+        if (!seen || (row.deliveredSeq ?? 0) > (seen.deliveredSeq ?? 0)) latest.set(row.remoteTrackId, row);
+      }
+      let deleted = 0;
+      for (const row of examined) {
+        const latestOfTrack = row.remoteTrackId === undefined ? undefined : latest.get(row.remoteTrackId);
+        if (mayPrune(row, latestOfTrack, deliveredBefore, deadBefore) && rows.delete(row.id)) deleted++;
+      }
+      return { deleted, lastId: examined.at(-1)?.id, highestId };
     },
 
     close() {

@@ -3,6 +3,7 @@ import type { ReleaseResponse } from '../client/license-response.js';
 import { isolateLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
+import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
 import type { OutboxStore } from './store.js';
 
 /** What the outbox needs from a client. A `MotherClient` from `createMotherClient()` fits. */
@@ -47,6 +48,13 @@ export interface ReleaseOutboxOptions {
   random?: () => number;
   /** Start delivering at once. With `false`, call `start()`. @default true */
   autoStart?: boolean;
+  /**
+   * How long delivered and dead rows are kept; old ones are deleted in small batches in the
+   * background. The latest delivery of every track is kept, so an identical re-upload is still
+   * recognised. `false` keeps every row. Needs a store with `prune()` (all built-in stores).
+   * @default { deliveredMs: 30 days, deadMs: 90 days, intervalMs: 1 hour, batchSize: 500 }
+   */
+  retention?: RetentionOptions | false;
   /** Receives what no listener handled (an unheard 'error', a dead release without a 'dead' listener). @default console */
   logger?: OutboxLogger;
 }
@@ -66,6 +74,7 @@ export interface ResolvedOutboxConfig {
   random: () => number;
   autoStart: boolean;
   logger: OutboxLogger;
+  retention: ResolvedRetention | false;
 }
 
 const KNOWN = [
@@ -82,6 +91,7 @@ const KNOWN = [
   'random',
   'autoStart',
   'logger',
+  'retention',
 ] as const;
 
 /** Time a lease must leave after the longest push, to record its outcome (SQLite's busy timeout). */
@@ -164,7 +174,11 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     autoStart: options.autoStart ?? true,
     logger: problems.check(() => resolveLogger(options.logger), isolateLogger(console)),
+    retention: resolveRetention(options.retention, problems),
   };
+  const given = config.storeSource.kind === 'given' ? config.storeSource.store : undefined;
+  if (options.retention !== undefined && options.retention !== false && given && typeof given.prune !== 'function')
+    problems.add(optionError('retention', 'needs a store with a `prune()` method', 'Add `prune()` to your store, or pass `retention: false`.'));
   problems.throwIfAny('createReleaseOutbox');
   return config;
 }

@@ -7,6 +7,7 @@ import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { createOutboxEmitter, type OutboxEventName, type OutboxListener } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
+import { createRetentionRunner } from './retention.js';
 import { createSqliteOutboxStore } from './sqlite-store.js';
 import type { EnqueueOptions, EnqueueResult, OutboxState, OutboxStore, StoredRow } from './store.js';
 import { createDeliveryWorker } from './worker.js';
@@ -57,6 +58,11 @@ export interface ReleaseOutbox {
   retry(id: number): Promise<boolean>;
   /** Moves every dead release back to pending; resolves with how many. */
   retryAllDead(): Promise<number>;
+  /**
+   * Runs a retention pass now (they also run every `retention.intervalMs`); resolves with the
+   * rows deleted. Resolves 0 with `retention: false`.
+   */
+  prune(): Promise<number>;
   /** Starts the worker (only needed with `autoStart: false`). */
   start(): void;
   /**
@@ -92,6 +98,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   let checkDrainAgain = false;
   let closed: Promise<void> | undefined;
 
+  const retention = config.retention === false ? undefined : createRetentionRunner(store, config.retention, config.now, events);
   const worker = createDeliveryWorker({
     ...config,
     store,
@@ -190,9 +197,14 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       if (requeued > 0) worker.kick();
       return requeued;
     },
+    async prune() {
+      assertOpen('prune');
+      return retention ? retention.runPass() : 0;
+    },
     start() {
       assertOpen('start');
       worker.start();
+      retention?.start();
     },
     drain({ signal } = {}) {
       if (closed) return Promise.reject(new Error('panel-license-guard: outbox.drain() was called after close().'));
@@ -212,7 +224,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
     close() {
       closed ??= (async () => {
-        await worker.stop();
+        await Promise.all([worker.stop(), retention?.stop()]);
         settleDrainWaiters({ error: new Error('panel-license-guard: the outbox was closed before it drained.') });
         if (owned) await store.close();
       })();
@@ -227,6 +239,9 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       return outbox;
     },
   };
-  if (config.autoStart) worker.start();
+  if (config.autoStart) {
+    worker.start();
+    retention?.start();
+  }
   return outbox;
 }

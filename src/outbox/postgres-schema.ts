@@ -43,7 +43,7 @@ function isConnectionError(error: Error): boolean {
   return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
@@ -90,6 +90,13 @@ function migrationV1({ table, bare, schema }: TableNames): string[] {
   ];
 }
 
+/** v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id). */
+function migrationV2({ table }: TableNames): string[] {
+  return [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`];
+}
+
+const MIGRATIONS = [migrationV1, migrationV2];
+
 function privilegeError(names: TableNames, error: unknown): Error {
   const code = (error as { code?: string }).code;
   if (code === '42501')
@@ -125,8 +132,11 @@ export async function migrate(pool: PgPool, names: TableNames): Promise<void> {
         const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema]);
         if (schema.rowCount === 0) await client.query(`CREATE SCHEMA "${names.schema}"`);
         await client.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`);
-        for (const statement of migrationV1(names)) await client.query(statement);
-        await client.query(`INSERT INTO ${names.migrations} (version, applied_at) VALUES (1, $1)`, [Date.now()]);
+      }
+      for (const [index, migration] of MIGRATIONS.entries()) {
+        if (index + 1 <= version) continue;
+        for (const statement of migration(names)) await client.query(statement);
+        await client.query(`INSERT INTO ${names.migrations} (version, applied_at) VALUES ($1, $2)`, [index + 1, Date.now()]);
       }
       await client.query('COMMIT');
     } catch (error) {

@@ -1,6 +1,6 @@
 // The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
 // and enqueue inside the caller's own transaction (the transactional outbox).
-import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { migrate, type PgPool, type PgQueryable, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { ClaimedRow, EnqueueOptions, EnqueueResult, NewOutboxRow, OutboxState, OutboxStore, StoredRow } from './store.js';
@@ -12,9 +12,17 @@ export interface PostgresOutboxStoreOptions {
   schema?: string;
   /** Name of the table (its migrations table is `<table>_migrations`). @default 'release_outbox' */
   table?: string;
+  /**
+   * The clock leases are reckoned on. `'database'`: the server's, the one clock all hosts share,
+   * so a host whose clock runs ahead never takes over a lease early. `'outbox'`: the time the
+   * outbox passes (its `now` option), for tests that simulate time. @default 'database'
+   */
+  leaseClock?: 'database' | 'outbox';
 }
 
 type Row = Record<string, unknown>;
+/** The database's clock in epoch milliseconds (the one clock every host shares). */
+const DB_NOW_MS = '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint';
 const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
 const orNull = <T>(value: T | undefined) => (value === undefined ? null : value);
 
@@ -37,7 +45,7 @@ function storedRow(row: Row): StoredRow {
   };
 }
 
-function statements(t: string) {
+function statements(t: string, leaseNow: string) {
   const nextDeliveredSeq = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $1)`;
   return {
     // Enqueues and settles of one track take turns (until their transaction ends): a read-then-
@@ -50,26 +58,42 @@ function statements(t: string) {
     insertPending: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4) RETURNING id`,
     // Due rows, oldest due first, skipping rows another host is claiming right now; a track's
-    // newer pending row waits for its older one (updates reach the mother in order).
+    // newer pending row waits for its older one (updates reach the mother in order). Leases are
+    // reckoned on the database's clock, so hosts whose clocks disagree never cut one short.
     claim: `WITH due AS (
         SELECT id FROM ${t} AS candidate
-        WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+        WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+          AND NOT (id = ANY($5::bigint[]))
           AND (remote_track_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${t} AS older WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
         ORDER BY next_attempt_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED)
-      UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = $4 FROM due WHERE claimed.id = due.id
+      UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM due WHERE claimed.id = due.id
       RETURNING claimed.id, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at`,
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
-    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
-      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDeliveredSeq}, $5, $5, $5)`,
+    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDeliveredSeq}, $7, $5, $5, $5)`,
     update: `UPDATE ${t} SET state = $2, attempts = $3, next_attempt_at = $4, last_error = $5, release_id = $6, delivered_at = $7,
       delivered_seq = CASE WHEN $2 = 'delivered' THEN (SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $8) ELSE delivered_seq END,
       lease_owner = NULL, lease_expires_at = NULL, updated_at = $9 WHERE id = $1`,
     counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
     list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
-    requeue: `UPDATE ${t} SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
-      WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1)`,
+    deadRows: `SELECT id, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) ORDER BY id`,
+    // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.
+    requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
+      WHERE id = $1 AND state = 'dead' AND (remote_track_id IS NULL OR NOT EXISTS (
+        SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
+          AND newer.history_of IS DISTINCT FROM dead.id))`,
+    // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds locks for long.
+    prune: `WITH examined AS (SELECT id FROM ${t} WHERE id > $1 ORDER BY id LIMIT $2),
+      deleted AS (
+        DELETE FROM ${t} AS old WHERE old.id IN (SELECT id FROM examined) AND (
+          (old.state = 'dead' AND old.updated_at < $4)
+          OR (old.state = 'delivered' AND old.updated_at < $3 AND (old.remote_track_id IS NULL OR EXISTS (
+            SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
+              AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(old.delivered_seq, 0), old.id)))))
+        RETURNING 1)
+      SELECT (SELECT MAX(id) FROM examined) AS last_id, (SELECT COUNT(*) FROM deleted) AS deleted, (SELECT MAX(id) FROM ${t}) AS highest_id`,
   };
 }
 
@@ -94,7 +118,10 @@ export interface PostgresOutboxStore extends OutboxStore {
 export function postgresOutboxStore(options: PostgresOutboxStoreOptions): PostgresOutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { pool: new pg.Pool(...) }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('postgresOutboxStore', options, ['pool', 'schema', 'table'], problems);
+  rejectUnknownOptions('postgresOutboxStore', options, ['pool', 'schema', 'table', 'leaseClock'], problems);
+  const leaseClock = options.leaseClock ?? 'database';
+  if (leaseClock !== 'database' && leaseClock !== 'outbox')
+    problems.add(optionError('leaseClock', `must be 'database' or 'outbox', received ${shown(leaseClock)}`, "Leave it out to use the database's clock."));
   const { pool } = options;
   if (typeof pool?.connect !== 'function' || typeof pool.query !== 'function')
     problems.add(optionError('pool', 'is not a pg.Pool', "Pass `new pg.Pool({ connectionString })` from the 'pg' package (npm install pg)."));
@@ -114,7 +141,8 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   problems.throwIfAny('postgresOutboxStore');
 
   const names = tableNames(schema, table);
-  const sql = statements(names.table);
+  // $1 of the claim is the outbox's time.
+  const sql = statements(names.table, leaseClock === 'database' ? DB_NOW_MS : '$1');
   let migrated: Promise<void> | undefined;
   const ready = () => {
     migrated ??= migrate(pool, names).catch((error: unknown) => {
@@ -227,7 +255,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     async claimDue(request) {
       await ready();
-      const { rows } = await pool.query(sql.claim, [request.nowMs, request.limit, request.owner, request.nowMs + request.leaseMs]);
+      const { rows } = await pool.query(sql.claim, [request.nowMs, request.limit, request.owner, request.leaseMs, request.exclude ?? []]);
       return rows
         .map((r) => ({ row: r, due: Number(r.next_attempt_at) }))
         .sort((a, b) => a.due - b.due || Number(a.row.id) - Number(b.row.id))
@@ -255,7 +283,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
         const track = orNull(claim.remoteTrackId);
         if (plan.history) {
           const { body, contentHash, attempts, releaseId } = plan.history;
-          await client.query(sql.insertDelivered, [track, body, contentHash, attempts, nowMs, orNull(releaseId)]);
+          await client.query(sql.insertDelivered, [track, body, contentHash, attempts, nowMs, orNull(releaseId), claim.id]);
         }
         if (plan.update) {
           const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = plan.update;
@@ -275,7 +303,20 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     async requeueDead(id, nowMs) {
       await ready();
-      return (await pool.query(sql.requeue, [orNull(id), nowMs])).rowCount ?? 0;
+      let requeued = 0;
+      for (const dead of (await pool.query(sql.deadRows, [orNull(id)])).rows) {
+        const track = dead.remote_track_id as string | null;
+        requeued += await inTransaction(async (client) => {
+          if (track !== null) await client.query(sql.lockTrack, [names.table, track]);
+          return (await client.query(sql.requeue, [dead.id, nowMs])).rowCount ?? 0;
+        });
+      }
+      return requeued;
+    },
+    async prune({ deliveredBefore, deadBefore, afterId, limit }) {
+      await ready();
+      const result = (await pool.query(sql.prune, [afterId, limit, deliveredBefore, deadBefore])).rows[0];
+      return { deleted: Number(result?.deleted ?? 0), lastId: num(result?.last_id), highestId: num(result?.highest_id) };
     },
     async close() {
       // The pool is the caller's: ending it here would break their other queries.

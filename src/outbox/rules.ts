@@ -145,3 +145,43 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
   // The refused payload was replaced: the replacement deserves its own chance.
   return { result: 'superseded', update: { ...sendNewerPayloadNow, lastError: outcome.error }, history: undefined };
 }
+
+/**
+ * Requeueing a dead row: only the newest payload of its `remote_track_id` comes back. A dead
+ * payload followed by a newer enqueue of the track (a row with a higher id, pending, delivered or
+ * dead) was superseded: sending it now would put older content at the mother after newer content,
+ * and give the track two pending rows. The one exception is the row's own history (an older
+ * payload of the same row, delivered while it was being replaced): that is older content.
+ */
+export interface TrackRow {
+  id: number;
+  remoteTrackId: string | undefined;
+  /** For a delivered payload kept as history (replaced in flight), the row that carries the newer payload. */
+  historyOf: number | undefined;
+}
+
+export function mayRequeue(dead: TrackRow, rows: Iterable<TrackRow>): boolean {
+  if (dead.remoteTrackId === undefined) return true;
+  for (const other of rows) if (other.remoteTrackId === dead.remoteTrackId && other.id > dead.id && other.historyOf !== dead.id) return false;
+  return true;
+}
+
+/**
+ * Retention: a delivered row may be deleted once it is older than `deliveredBefore`, unless it is
+ * the latest delivery of its `remote_track_id` (the one de-duplication compares with: kept for as
+ * long as the track has no newer delivery). A dead row may be deleted once older than
+ * `deadBefore`. Pending rows are never deleted. Age is `updated_at`: when the row was delivered
+ * or refused.
+ */
+export interface RetainedRow extends TrackRow {
+  state: OutboxState;
+  updatedAt: number;
+  /** Order of deliveries (the highest per track is the latest); ties broken by id. */
+  deliveredSeq: number | undefined;
+}
+
+export function mayPrune(row: RetainedRow, latestDeliveredOfTrack: RetainedRow | undefined, deliveredBefore: number, deadBefore: number): boolean {
+  if (row.state === 'dead') return row.updatedAt < deadBefore;
+  if (row.state !== 'delivered' || row.updatedAt >= deliveredBefore) return false;
+  return row.remoteTrackId === undefined || (latestDeliveredOfTrack !== undefined && latestDeliveredOfTrack.id !== row.id);
+}

@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
+// `history_of` (v2) marks a delivered payload kept after its row took a newer one: the row's id.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS release_outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -20,6 +21,7 @@ CREATE TABLE IF NOT EXISTS release_outbox (
   last_error       TEXT,
   release_id       INTEGER,
   delivered_seq    INTEGER,
+  history_of       INTEGER,
   lease_owner      TEXT,
   lease_expires_at INTEGER,
   created_at       INTEGER NOT NULL,
@@ -29,6 +31,8 @@ CREATE TABLE IF NOT EXISTS release_outbox (
 CREATE INDEX IF NOT EXISTS release_outbox_due ON release_outbox (state, next_attempt_at, id);
 CREATE INDEX IF NOT EXISTS release_outbox_track ON release_outbox (remote_track_id, state, id);
 `;
+
+const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEGER';
 
 function tooNew(file: string, version: number): Error {
   return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
@@ -89,7 +93,8 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     try {
       const version = Number(db.pragma('user_version', { simple: true }));
       if (version > SCHEMA_VERSION) throw tooNew(file, version);
-      if (version < SCHEMA_VERSION) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
+      // An older schema reads the same (v2 only added a column listing never shows).
+      if (version < 1) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
       return db;
     } catch (error) {
       closeOutboxDatabase(db);
@@ -105,8 +110,11 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     if (version > SCHEMA_VERSION) throw tooNew(file, version);
     if (version < SCHEMA_VERSION) {
       db.transaction(() => {
-        db.exec(SCHEMA);
-        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+        // Read again under the write lock: another process may have migrated meanwhile.
+        const current = Number(db.pragma('user_version', { simple: true }));
+        if (current === 0) db.exec(SCHEMA);
+        if (current === 1) db.exec(MIGRATE_V1_TO_V2);
+        if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     }
     return db;

@@ -4,7 +4,16 @@ import { enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
-import { type EnqueueResult, type NewOutboxRow, type OutboxState, type OutboxStore, refuseTransaction, type StoredRow } from './store.js';
+import {
+  type EnqueueResult,
+  type NewOutboxRow,
+  type OutboxState,
+  type OutboxStore,
+  type PruneRequest,
+  type PruneResult,
+  refuseTransaction,
+  type StoredRow,
+} from './store.js';
 
 export interface SqliteOutboxStoreOptions {
   /** Path of the SQLite file; its directory is created when missing. `':memory:'` for a throwaway database. */
@@ -28,10 +37,11 @@ const SQL = {
   insertPending: `INSERT INTO release_outbox (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
     VALUES (@remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
   insertDelivered: `INSERT INTO release_outbox
-    (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
-    VALUES (@remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @now, @now, @now)`,
+    (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
+    VALUES (@remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now)`,
   due: `SELECT id, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
     WHERE state = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
+      AND id NOT IN (SELECT value FROM json_each(@exclude))
       AND (remote_track_id IS NULL OR NOT EXISTS (
         SELECT 1 FROM release_outbox AS older
         WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
@@ -42,8 +52,21 @@ const SQL = {
     release_id = @releaseId, delivered_at = @deliveredAt,
     delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
+  // Only the newest row of a track comes back (rules.ts, mayRequeue).
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
-    WHERE state = 'dead' AND (@id IS NULL OR id = @id)`,
+    WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND (remote_track_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM release_outbox AS newer WHERE newer.remote_track_id = release_outbox.remote_track_id AND newer.id > release_outbox.id
+        AND newer.history_of IS NOT release_outbox.id))`,
+  // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds the lock for long.
+  pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM release_outbox WHERE id > @afterId ORDER BY id LIMIT @limit)) AS lastId,
+    (SELECT MAX(id) FROM release_outbox) AS highestId`,
+  // The unary + keeps SQLite on the id range: through the state index it would scan every
+  // delivered row of the table for each batch.
+  prune: `DELETE FROM release_outbox WHERE id > @afterId AND id <= @lastId AND (
+      (+state = 'dead' AND updated_at < @deadBefore)
+      OR (+state = 'delivered' AND updated_at < @deliveredBefore AND (remote_track_id IS NULL OR EXISTS (
+        SELECT 1 FROM release_outbox AS newer WHERE newer.remote_track_id = release_outbox.remote_track_id AND newer.state = 'delivered'
+          AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(release_outbox.delivered_seq, 0), release_outbox.id)))))`,
 };
 
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
@@ -79,7 +102,10 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   });
 
   const claimDue = db.transaction((request: Parameters<OutboxStore['claimDue']>[0]) => {
-    const due = statements.due.all({ now: request.nowMs, limit: request.limit }) as (Omit<StoredRow, 'remoteTrackId'> & { remoteTrackId: string | null })[];
+    const due = statements.due.all({ now: request.nowMs, limit: request.limit, exclude: JSON.stringify(request.exclude ?? []) }) as (Omit<
+      StoredRow,
+      'remoteTrackId'
+    > & { remoteTrackId: string | null })[];
     const until = request.nowMs + request.leaseMs;
     return due.map(({ id, remoteTrackId, body, contentHash, attempts }) => {
       statements.lease.run({ id, owner: request.owner, until });
@@ -93,7 +119,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       | undefined;
     const plan = planSettle(snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner) }, claim, owner, outcome, now);
     const remoteTrackId = orNull(claim.remoteTrackId);
-    if (plan.history) statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), remoteTrackId, now });
+    if (plan.history) statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), remoteTrackId, historyOf: claim.id, now });
     if (plan.update) {
       const { lastError, releaseId, deliveredAt, ...rest } = plan.update;
       statements.update.run({
@@ -107,6 +133,13 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       });
     }
     return plan.result;
+  });
+
+  const prune = db.transaction(({ deliveredBefore, deadBefore, afterId, limit }: PruneRequest): PruneResult => {
+    const range = statements.pruneRange.get({ afterId, limit }) as { lastId: number | null; highestId: number | null };
+    const [lastId, highestId] = [orUndefined(range.lastId), orUndefined(range.highestId)];
+    if (lastId === undefined) return { deleted: 0, lastId, highestId };
+    return { deleted: statements.prune.run({ afterId, lastId, deliveredBefore, deadBefore }).changes, lastId, highestId };
   });
 
   // An enqueue is the promise made to the caller, so it commits with synchronous=FULL (fsync).
@@ -168,6 +201,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
     ...readers,
     requeueDead: (id, nowMs) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs }).changes),
+    prune: (request) => prune.immediate(request),
     close() {
       if (batch.length > 0 && db.open) flushEnqueues();
       if (db.open) db.close();

@@ -61,6 +61,35 @@ export interface ClaimRequest {
   nowMs: number;
   /** The lease ends at `nowMs + leaseMs`; after that another worker may claim the row. */
   leaseMs: number;
+  /**
+   * Rows this worker is sending right now: never leased again while in flight (a row whose
+   * payload was replaced mid-flight is due at once, but its next send waits for this one).
+   */
+  exclude?: readonly number[];
+}
+
+/**
+ * One step of a retention pass: examine the rows with `id > afterId`, in id order, at most
+ * `limit` of them, and delete those the retention rules let go (see `rules.ts`).
+ */
+export interface PruneRequest {
+  /** Delivered rows last changed before this epoch ms may go, unless they are the latest delivery of their track. */
+  deliveredBefore: number;
+  /** Dead rows last changed before this epoch ms may go. */
+  deadBefore: number;
+  afterId: number;
+  limit: number;
+}
+
+export interface PruneResult {
+  deleted: number;
+  /** The highest id examined (the next step's `afterId`); undefined when no row was left to examine. */
+  lastId: number | undefined;
+  /**
+   * The highest id in the store when the step ran. A pass ends once it has examined up to the
+   * first step's `highestId`: rows added since are too new to go, and chasing them would never end.
+   */
+  highestId: number | undefined;
 }
 
 /** What happened to one attempt, as the worker reports it to the store. */
@@ -118,8 +147,13 @@ export interface OutboxStore {
   counts(): Awaitable<Record<OutboxState, number>>;
   /** Rows in id order, optionally of one state or one `id` (stores must honour both), at most `limit` of them. */
   list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined }): Awaitable<StoredRow[]>;
-  /** Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many. */
+  /**
+   * Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many.
+   * A dead row with a newer row for its `remote_track_id` stays dead (see `rules.ts`).
+   */
   requeueDead(id: number | undefined, nowMs: number): Awaitable<number>;
+  /** One bounded step of retention. Optional: without it, `retention` has nothing to call. */
+  prune?(request: PruneRequest): Awaitable<PruneResult>;
   close(): Awaitable<void>;
 }
 

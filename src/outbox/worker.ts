@@ -4,6 +4,10 @@ import type { OutboxEmitter } from './events.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
 import type { ResolvedOutboxConfig } from './options.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
+import { createTroubleReporter } from './trouble.js';
+
+/** While claims keep failing, how often the same trouble is reported again. */
+const STORE_TROUBLE_REPEAT_MS = 60_000;
 
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
@@ -53,6 +57,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   let keepAlive = false;
   let holdUntil = 0;
   let consecutiveFailures = 0;
+  // A store that is down fails every poll: say so once, then at most once a minute.
+  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
 
   /** One timer for everything (poll, backoff, pause): unref'd, so it never keeps a process alive. */
   function wakeAt(atMs: number): void {
@@ -102,12 +108,13 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       if (free <= 0) return;
       let batch: ClaimedRow[];
       try {
-        batch = await store.claimDue({ owner, limit: free, nowMs, leaseMs: config.leaseMs });
+        batch = await store.claimDue({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] });
+        storeTrouble.recovered();
       } catch (error) {
-        return reportError(error, undefined);
+        return storeTrouble.report(error);
       }
-      // A row whose lease looks expired because the wall clock jumped forward may come back while
-      // this worker is still sending it; the store now leases it to us again, and we skip it.
+      // The store skips the rows we are sending; a custom store written before `exclude` existed
+      // may lease one again (say, after the wall clock jumped forward), and we still skip it.
       const fresh = batch.filter((row) => !sending.has(row.id));
       for (const row of fresh) startDelivery(row);
       if (batch.length < free || fresh.length === 0) return;
