@@ -2,18 +2,28 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import { API_KEY, API_SECRET, startEmulator } from './helpers.js';
+import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 
 let emulator: MotherEmulator;
+const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
+const pgSchema = `test_cli_${process.pid}`;
 beforeAll(async () => {
   emulator = await startEmulator();
 });
-afterAll(() => emulator.close());
+afterAll(async () => {
+  await emulator.close();
+  if (!havePostgres) return;
+  const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+  await admin.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
+  await admin.end();
+});
 
 function fakeIo(env: Record<string, string> = {}) {
   const out: string[] = [];
@@ -95,6 +105,41 @@ describe('panel-license', () => {
       expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
       expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 0');
       expect(list.out.slice(1).every((l) => /\tdelivered\t/.test(l))).toBe(true);
+    });
+
+    it.skipIf(!havePostgres)('works the same on a PostgreSQL URL, and never prints its password', async () => {
+      const url = new URL(DATABASE_URL);
+      url.password = 'sekret-db-pass';
+      url.searchParams.set('schema', pgSchema);
+      const outbox = url.toString();
+      const file = join(dir, 'pg.json');
+      writeFileSync(
+        file,
+        JSON.stringify([
+          { title: 'Via PG', remote_track_id: 'cli-pg-1' },
+          { title: 'Refused', remote_track_id: 'cli-pg-2' },
+        ]),
+      );
+      emulator.setFaults({ status: 422, endpoint: 'release.php' });
+      const refused = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox, '--wait-s', '20'], refused.io)).toBe(EXIT.inactive);
+      emulator.setFaults({});
+      const pushed = fakeIo(env());
+      expect(await main(['push', file, '--outbox', outbox, '--wait-s', '20'], pushed.io)).toBe(EXIT.ok);
+      expect(pushed.out.filter((l) => l.startsWith('delivered'))).toHaveLength(2);
+      const list = fakeIo();
+      expect(await main(['outbox', '--outbox', outbox], list.io)).toBe(EXIT.ok);
+      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 2');
+      // The dead rows were followed by newer content of their tracks: they stay dead.
+      const retry = fakeIo();
+      expect(await main(['outbox', 'retry', '1', '--outbox', outbox], retry.io)).toBe(EXIT.inactive);
+      expect(retry.err[0]).toMatch(/^Release #1 stays dead: its track was queued again since/);
+      url.searchParams.set('table', 'never_created');
+      const missing = fakeIo();
+      expect(await main(['outbox', '--outbox', url.toString()], missing.io)).toBe(EXIT.usage);
+      const said = [...refused.out, ...refused.err, ...pushed.out, ...pushed.err, ...list.out, ...retry.err, ...missing.out, ...missing.err].join('\n');
+      expect(said).toMatch(/no outbox table .*never_created at postgres:\/\/postgres:\*\*\*@/i);
+      expect(said).not.toContain('sekret-db-pass');
     });
 
     it('prints artist text with every control character escaped', async () => {

@@ -1,43 +1,35 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
-import { existsSync } from 'node:fs';
-import { describeError } from '../logger.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
-import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxState } from '../outbox/store.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { openOutboxStore } from './outbox-location.js';
 import { DEFAULT_OUTBOX_FILE } from './push.js';
 
-const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--limit N] [--json] [--outbox FILE]
-       panel-license outbox retry ID|--all-dead [--outbox FILE]
+const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--limit N] [--json] [--outbox FILE|URL]
+       panel-license outbox retry ID|--all-dead [--outbox FILE|URL]
 
-  --outbox FILE   outbox database (default ./data/outbox.db)
+  --outbox FILE|URL   SQLite file (default ./data/outbox.db), or a PostgreSQL URL such as
+                      postgres://user@host/db?schema=public&table=release_outbox (needs: npm install pg)
 
-"retry" moves dead releases back to the queue; the next push or panel process delivers them.`;
+"retry" moves dead releases back to the queue; the next push or panel process delivers them.
+A dead release whose track was queued again since stays dead: its content is out of date.`;
 
 const STATES = ['pending', 'delivered', 'dead'];
 
 /**
  * Listing and re-queuing never send anything: the outbox is opened without its worker. Listing
- * opens the file read-only, so it works on a read-only file or a full disk.
+ * opens a file read-only, so it works on a read-only file or a full disk.
  */
-function openOutbox(file: string, readonly: boolean) {
-  if (!existsSync(file)) throw new UsageError(`There is no outbox at ${file} (nothing was ever queued there). Pass --outbox FILE.`, USAGE);
-  let store: ReturnType<typeof createSqliteOutboxStore>;
-  try {
-    // Check read-only first that this is an outbox: `retry` must not add an outbox table (and
-    // switch to WAL) in some other application's database given by mistake.
-    if (!readonly) void createSqliteOutboxStore({ file, readonly: true }).close();
-    store = createSqliteOutboxStore({ file, readonly });
-  } catch (error) {
-    throw new Error(`Cannot open the outbox ${file}: ${describeError(error)}`, { cause: error });
-  }
+async function openOutbox(location: string, mode: 'write' | 'read') {
+  const opened = await openOutboxStore(location, mode, USAGE);
   const notSending = { pushSerializedRelease: () => Promise.reject(new Error('this command does not deliver')) };
-  const outbox = createReleaseOutbox({ client: notSending, store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
+  const outbox = createReleaseOutbox({ client: notSending, store: opened.store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
   return Object.assign(outbox, {
+    shown: opened.shown,
     async closeAll() {
       await outbox.close();
-      await store.close();
+      await opened.close();
     },
   });
 }
@@ -64,7 +56,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   if (action === 'retry') {
     if ((id === undefined) === !values['all-dead']) throw new UsageError('retry needs either an ID or --all-dead.', USAGE);
     if (id !== undefined && !/^\d+$/.test(id)) throw new UsageError(`"${id}" is not a release id.`, USAGE);
-    const outbox = openOutbox(file, false);
+    const outbox = await openOutbox(file, 'write');
     try {
       if (id === undefined) {
         const count = await outbox.retryAllDead();
@@ -77,7 +69,8 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
       }
       // Say why nothing happened: only dead releases can be queued again.
       const row = await outbox.get(Number(id));
-      if (row === undefined) io.err(`No release #${id} in ${file}.`);
+      if (row === undefined) io.err(`No release #${id} in ${outbox.shown}.`);
+      else if (row.state === 'dead') io.err(`Release #${id} stays dead: its track was queued again since, so its content is out of date.`);
       else if (row.state === 'pending') io.err(`Release #${id} is still pending (${row.attempts} attempt(s) so far): it is already queued.`);
       else io.err(`Release #${id} was already delivered${row.releaseId === undefined ? '' : ` (release_id ${row.releaseId})`}: nothing to retry.`);
       return EXIT.inactive;
@@ -90,7 +83,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   if (state !== undefined && !STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}.`, USAGE);
   const limit = Number(values.limit ?? 100);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
-  const outbox = openOutbox(file, true);
+  const outbox = await openOutbox(file, 'read');
   try {
     const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit });
     if (values.json) {

@@ -4,6 +4,7 @@ import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
+import { openOutboxStore } from './outbox-location.js';
 import { createPushProgress } from './push-progress.js';
 
 const USAGE = `Usage: panel-license push FILE [options]
@@ -13,7 +14,8 @@ Releases are stored in the outbox first, so nothing is lost if the mother is dow
 run the command again (or any process on the same outbox file) to finish delivery.
 Only the releases of FILE are waited for; older ones in the outbox are delivered meanwhile.
 
-  --outbox FILE       outbox database (default ./data/outbox.db)
+  --outbox FILE|URL   SQLite file (default ./data/outbox.db), or a PostgreSQL URL such as
+                      postgres://user@host/db?schema=public&table=release_outbox (needs: npm install pg)
   --wait-s N          how long to wait for delivery before leaving the rest queued (default 60)
 ${CONNECTION_USAGE}
                       (with --json: one JSON object per line, see docs/cli.md)
@@ -57,9 +59,10 @@ export async function runPush(args: string[], io: Io): Promise<number> {
   const releases = await readReleases(file);
   const client = clientFromFlags(values, io.env, USAGE);
   const json = values.json === true;
+  const opened = await openOutboxStore((values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE, 'create', USAGE);
   const outbox = createReleaseOutbox({
     client,
-    file: (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE,
+    store: opened.store,
     // Long --timeout-ms values still get a lease that covers them.
     leaseMs: Math.max(60_000, client.timeoutMs + 5000),
     logger: { warn: () => {}, error: () => {} },
@@ -159,5 +162,6 @@ export async function runPush(args: string[], io: Io): Promise<number> {
     return invalid + refused > 0 ? EXIT.inactive : EXIT.ok;
   } finally {
     await outbox.close();
+    await opened.close();
   }
 }

@@ -1,0 +1,93 @@
+// Where a CLI command finds the outbox: a SQLite file, or a PostgreSQL URL (`postgres://…`).
+import { existsSync } from 'node:fs';
+import { describeError } from '../logger.js';
+import type { PgPool } from '../outbox/postgres-schema.js';
+import { postgresOutboxStore } from '../outbox/postgres-store.js';
+import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
+import type { OutboxStore } from '../outbox/store.js';
+import { UsageError } from './io.js';
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+
+export interface OpenedOutboxStore {
+  store: OutboxStore;
+  /** The location as it may be shown: a file path, or the URL without its password. */
+  shown: string;
+  /** Closes the store and, for PostgreSQL, the pool opened for it. */
+  close(): Promise<void>;
+}
+
+export function isPostgresUrl(location: string): boolean {
+  return POSTGRES_URL.test(location);
+}
+
+/** The URL without its password (it must never reach the terminal or a log). */
+function redacted(url: URL): string {
+  const copy = new URL(url);
+  if (copy.password !== '') copy.password = '***';
+  return copy.toString();
+}
+
+interface PgModule {
+  Pool: new (config: { connectionString: string; max: number }) => PgPool & { end(): Promise<void> };
+}
+
+/** `pg` is an optional peer dependency: loaded only when a postgres:// URL is given. */
+async function loadPg(usage: string): Promise<PgModule> {
+  try {
+    const pg = (await import('pg')) as unknown as Partial<PgModule> & { default?: PgModule };
+    return pg.default ?? (pg as PgModule);
+  } catch (error) {
+    throw new UsageError(`A PostgreSQL outbox needs the 'pg' package: npm install pg (${describeError(error)}).`, usage);
+  }
+}
+
+/**
+ * `?schema=` and `?table=` choose the table (default public.release_outbox); they are taken off
+ * the URL before node-postgres sees it. `mustExist`: listing and requeueing never create a table
+ * in a database given by mistake.
+ */
+async function openPostgres(location: string, mustExist: boolean, usage: string): Promise<OpenedOutboxStore> {
+  let url: URL;
+  try {
+    url = new URL(location);
+  } catch {
+    throw new UsageError('--outbox is not a valid postgres:// URL.', usage);
+  }
+  const schema = url.searchParams.get('schema') ?? 'public';
+  const table = url.searchParams.get('table') ?? 'release_outbox';
+  url.searchParams.delete('schema');
+  url.searchParams.delete('table');
+  const shown = redacted(url);
+  const { Pool } = await loadPg(usage);
+  const pool = new Pool({ connectionString: url.toString(), max: 4 });
+  const close = () => pool.end().catch(() => {});
+  try {
+    const store = postgresOutboxStore({ pool, schema, table });
+    if (mustExist) {
+      const found = await pool.query('SELECT to_regclass($1) IS NOT NULL AS present', [`"${schema}"."${table}"`]);
+      if (!found.rows[0]?.present) throw new UsageError(`There is no outbox table ${schema}.${table} at ${shown} (nothing was ever queued there).`, usage);
+    }
+    return { store, shown, close };
+  } catch (error) {
+    await close();
+    if (error instanceof UsageError) throw error;
+    throw new Error(`Cannot open the outbox at ${shown}: ${describeError(error)}`, { cause: error });
+  }
+}
+
+/** Opens the outbox at `location`. `mode`: `create` for push, `write` for retry, `read` for listing. */
+export async function openOutboxStore(location: string, mode: 'create' | 'write' | 'read', usage: string): Promise<OpenedOutboxStore> {
+  if (isPostgresUrl(location)) return openPostgres(location, mode !== 'create', usage);
+  if (mode !== 'create' && !existsSync(location))
+    throw new UsageError(`There is no outbox at ${location} (nothing was ever queued there). Pass --outbox FILE or a postgres:// URL.`, usage);
+  try {
+    // Check read-only first that this is an outbox: `retry` must not add an outbox table (and
+    // switch to WAL) in some other application's database given by mistake.
+    if (mode === 'write') void createSqliteOutboxStore({ file: location, readonly: true }).close();
+    const store = createSqliteOutboxStore({ file: location, readonly: mode === 'read' });
+    return { store, shown: location, close: async () => store.close() };
+  } catch (error) {
+    throw new Error(`Cannot open the outbox ${location}: ${describeError(error)}`, { cause: error });
+  }
+}
