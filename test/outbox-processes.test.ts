@@ -5,15 +5,19 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
+import { postgresOutboxStore } from '../src/postgres.js';
 import { API_KEY, API_SECRET, clientFor, startEmulator, waitFor } from './helpers.js';
+import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 
 const LOADER = fileURLToPath(new URL('./fixtures/outbox-ts-loader.mjs', import.meta.url));
 const CHILD = fileURLToPath(new URL('./fixtures/outbox-child.ts', import.meta.url));
 
 let emulator: MotherEmulator;
+const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
 const dir = mkdtempSync(join(tmpdir(), 'outbox-processes-'));
 beforeAll(async () => {
   emulator = await startEmulator();
@@ -108,6 +112,50 @@ describe('createReleaseOutbox()', () => {
       expect(perTrack.size).toBe(total);
       expect(duplicates).toBeLessThanOrEqual(concurrency);
       process.stdout.write(`[outbox crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
+    });
+  });
+
+  describe.skipIf(!havePostgres)('when two hosts share one PostgreSQL table and one is killed mid-delivery', () => {
+    it('the survivor finishes: every release arrives, duplicates at most the killed host’s in-flight count', { timeout: 60_000 }, async () => {
+      const schema = `test_outbox_crash_${process.pid}`;
+      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+      try {
+        const store = postgresOutboxStore({ pool, schema });
+        await store.migrate();
+        const total = 500;
+        const concurrency = 4;
+        const host = (first: number) =>
+          startChild('enqueue-and-deliver', {
+            OUTBOX_DATABASE_URL: DATABASE_URL,
+            OUTBOX_SCHEMA: schema,
+            OUTBOX_FIRST: first,
+            OUTBOX_COUNT: total / 2,
+            OUTBOX_CONCURRENCY: concurrency,
+          });
+        emulator.setFaults({ down: true });
+        const [doomed, survivor] = [host(0), host(total / 2)];
+        await Promise.all([message(doomed, 'enqueued'), message(survivor, 'enqueued')]);
+        expect(emulator.releases).toHaveLength(0);
+        emulator.setFaults({ delayMs: 15 });
+        await waitFor(() => emulator.releases.length >= 100, 'some deliveries before the kill');
+        doomed.kill('SIGKILL');
+        expect(await exited(doomed)).toMatchObject({ signal: 'SIGKILL' });
+        const deliveredBeforeKill = emulator.releases.length;
+        expect(deliveredBeforeKill).toBeLessThan(total);
+        emulator.setFaults({});
+        // The survivor takes the killed host's leased rows once their lease (5.6 s) runs out.
+        await waitFor(async () => (await store.counts()).delivered === total, 'the survivor to deliver everything', 40_000);
+        expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0 });
+        const perTrack = deliveriesPerTrack();
+        const duplicates = emulator.releases.length - perTrack.size;
+        expect(perTrack.size).toBe(total);
+        expect(duplicates).toBeLessThanOrEqual(concurrency);
+        expect(survivor.exitCode).toBeNull();
+        process.stdout.write(`[outbox PostgreSQL crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
+      } finally {
+        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await pool.end();
+      }
     });
   });
 
