@@ -8,7 +8,7 @@ import { PANELS } from './app.js';
 import { fmt, median, percentile, rotations, round } from './stats.js';
 
 /** The outbox may not be re-exported from the package root yet; fall back to its module in dist/. */
-async function loadCreateReleaseOutbox() {
+export async function loadCreateReleaseOutbox() {
   const root = await import('panel-license-guard');
   if (typeof root.createReleaseOutbox === 'function') return root.createReleaseOutbox;
   return (await import('../dist/outbox/outbox.js')).createReleaseOutbox;
@@ -16,7 +16,7 @@ async function loadCreateReleaseOutbox() {
 
 const WARMUP_PLAIN_RUNS = 4;
 
-function makeRelease(run, i) {
+export function makeRelease(run, i) {
   return {
     title: `Bench Track ${i}`,
     primary_artist: 'Bench Artist',
@@ -36,9 +36,9 @@ function makeRelease(run, i) {
  * an enqueue, as request handlers would), then drain() waits for the last delivery. The rate runs
  * from the first enqueue to the drain; enqueue latency is what each caller waited.
  */
-async function outboxRun(createReleaseOutbox, client, { dir, run, count, concurrency }) {
+export async function outboxRun(createReleaseOutbox, client, { where, run, count, concurrency }) {
   const problems = [];
-  const outbox = createReleaseOutbox({ client, file: join(dir, `${run}.db`), concurrency, logger: console });
+  const outbox = createReleaseOutbox({ client, ...where, concurrency, logger: console });
   outbox.on('dead', (event) => problems.push(event.message));
   outbox.on('error', (event) => problems.push(event.error.message));
   const latencies = [];
@@ -65,7 +65,7 @@ async function outboxRun(createReleaseOutbox, client, { dir, run, count, concurr
 }
 
 /** The baseline: `concurrency` loops calling pushRelease() one release after another over keep-alive. */
-async function plainRun(client, { run, count, concurrency }) {
+export async function plainRun(client, { run, count, concurrency }) {
   let next = 0;
   const start = performance.now();
   const loop = async () => {
@@ -85,7 +85,7 @@ export async function measureOutbox({ emulator, rounds, count, concurrency, log 
   // outbox runs `concurrency` pushes at once, so the same number of parallel loops is reported
   // too, as the stricter reference: it shows what durability costs at equal parallelism.
   const variants = {
-    outbox: (run) => outboxRun(createReleaseOutbox, client, { dir, run, count, concurrency }),
+    outbox: (run) => outboxRun(createReleaseOutbox, client, { where: { file: join(dir, `${run}.db`) }, run, count, concurrency }),
     plain: (run) => plainRun(client, { run, count, concurrency: 1 }),
     parallel: (run) => plainRun(client, { run, count, concurrency }),
   };

@@ -1,5 +1,4 @@
 // `npm run bench`: runs every figure in one process tree on one machine, prints the table, writes bench/results.json.
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
 import { measureCluster } from './cluster.js';
@@ -7,7 +6,9 @@ import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureOutbox } from './outbox.js';
+import { measurePostgresOutbox } from './outbox-postgres.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
+import { postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
 
 const quick = process.argv.includes('--quick');
@@ -27,6 +28,7 @@ const SETTINGS = quick
       outbox: { rounds: 1, count: 100, concurrency: 4 },
       memory: { first: 1000, total: 5000, connections: 32 },
       cluster: { flips: 4, slotSeconds: 3 },
+      postgres: { rounds: 1, count: 100, concurrency: 4 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -35,25 +37,12 @@ const SETTINGS = quick
       outbox: { rounds: 5, count: 500, concurrency: 4 },
       memory: { first: 1000, total: 50_000, connections: 32 },
       cluster: { flips: 40, slotSeconds: 10 },
+      postgres: { rounds: 5, count: 500, concurrency: 4 },
     };
 
 const log = (line) => console.error(line);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-/** True when something answers a Redis PING at `url` within a second. */
-function redisAnswers(url) {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve) => {
-    const socket = connect(Number(port || 6379), hostname, () => socket.write('PING\r\n'));
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(1000, () => done(false));
-    socket.once('error', () => done(false));
-    socket.once('data', (data) => done(data.toString().startsWith('+PONG')));
-  });
-}
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 async function main() {
   const started = performance.now();
@@ -68,6 +57,8 @@ async function main() {
   // The mother emulator gets its own process: idle during the HTTP figures, on its own core for the outbox.
   const redisUrl = (await redisAnswers(REDIS_URL)) ? REDIS_URL : undefined;
   if (!redisUrl) log(`  Redis at ${REDIS_URL} did not answer: the cluster-mode figures are skipped (set REDIS_URL).`);
+  const databaseUrl = (await postgresAnswers(DATABASE_URL)) ? DATABASE_URL : undefined;
+  if (!databaseUrl) log('  PostgreSQL did not answer: the PostgreSQL outbox figures are skipped (set DATABASE_URL).');
   const emulator = await startChild({ role: 'emulator' });
   const baseUrl = emulator.info.url;
   const figures = [];
@@ -90,6 +81,7 @@ async function main() {
       ['4. release delivery', () => measureOutbox({ emulator, ...SETTINGS.outbox, log })],
       ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
+      ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();

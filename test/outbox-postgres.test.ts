@@ -150,6 +150,31 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when an enqueue races a settle of the same track', () => {
+    it('never loses the newer payload, whichever commits first', async () => {
+      const table = freshTable();
+      const [worker, uploader] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      const tracks = Array.from({ length: 60 }, (_, i) => `race-${i}`);
+      const payload = (track: string, v: string) => ({ remoteTrackId: track, body: `{"${track}":"${v}"}`, contentHash: `${track}:${v}` });
+      for (const track of tracks) await uploader.enqueue(payload(track, 'v1'), 1000);
+      const claimed = await worker.claimDue({ owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
+      expect(claimed).toHaveLength(tracks.length);
+      await Promise.all(
+        claimed.flatMap((claim) => [
+          worker.settle(claim, 'w', { kind: 'delivered', releaseId: 1 }, 3000),
+          uploader.enqueue(payload(claim.remoteTrackId as string, 'v2'), 3000),
+        ]),
+      );
+      const rows = await worker.list({ state: undefined, limit: 1000 });
+      for (const track of tracks) {
+        const mine = rows.filter((row) => row.remoteTrackId === track);
+        // v1 reached the mother and is recorded so; v2 is still to be sent, exactly once.
+        expect(mine.filter((row) => row.state === 'delivered').map((row) => row.contentHash)).toEqual([`${track}:v1`]);
+        expect(mine.filter((row) => row.state === 'pending').map((row) => row.contentHash)).toEqual([`${track}:v2`]);
+      }
+    });
+  });
+
   describe('with hosts whose clocks disagree', () => {
     it("reckons leases on the database's clock: a host running 10 minutes ahead cannot take one over early", async () => {
       const table = freshTable();

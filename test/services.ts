@@ -1,24 +1,12 @@
 // Real services for integration tests: Redis (and its own throwaway servers), skipped loudly when absent.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer, Socket } from 'node:net';
+import { createServer } from 'node:net';
+import { postgresAnswers as answersPostgres, redisAnswers as answersRedis } from '../bench/services.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** True when a TCP service answers a Redis PING at `url` within a second. */
-export function redisAnswers(url: string = REDIS_URL): Promise<boolean> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(1000, () => done(false));
-    socket.once('error', () => done(false));
-    socket.connect(Number(port || 6379), hostname.replace(/^\[|\]$/g, ''), () => socket.write('PING\r\n'));
-    socket.once('data', (data) => done(data.toString().startsWith('+PONG') || data.toString().startsWith('-NOAUTH')));
-  });
-}
+export const redisAnswers = (url: string = REDIS_URL) => answersRedis(url);
 
 /**
  * Whether tests needing `service` can run. Outside CI a missing service skips them with a clear
@@ -76,17 +64,4 @@ export class OwnRedis {
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** True when PostgreSQL at `url` accepts a connection and a query within two seconds. */
-export async function postgresAnswers(url: string = DATABASE_URL): Promise<boolean> {
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
+export const postgresAnswers = (url: string = DATABASE_URL) => answersPostgres(url);

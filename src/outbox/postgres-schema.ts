@@ -1,8 +1,15 @@
 // The PostgreSQL outbox table: names, the versioned idempotent migration, and clear privilege errors.
 
 /** The part of a node-postgres client (pg.Pool, pg.PoolClient, pg.Client) this store uses. */
+/** A query as node-postgres takes it; with `name`, it is prepared once per connection. */
+export interface PgQueryConfig {
+  name?: string;
+  text: string;
+  values?: unknown[];
+}
+
 export interface PgQueryable {
-  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  query(text: string | PgQueryConfig, values?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
 }
 
 export interface PgClient extends PgQueryable {
@@ -90,9 +97,15 @@ function migrationV1({ table, bare, schema }: TableNames): string[] {
   ];
 }
 
-/** v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id). */
-function migrationV2({ table }: TableNames): string[] {
-  return [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`];
+/**
+ * v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id);
+ * a unique index keeps one pending row per track, which lets enqueues run without a lock.
+ */
+function migrationV2({ table, bare }: TableNames): string[] {
+  return [
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_one_pending" ON ${table} (remote_track_id) WHERE state = 'pending'`,
+  ];
 }
 
 const MIGRATIONS = [migrationV1, migrationV2];

@@ -1,0 +1,3 @@
+// Types of bench/services.js, for the tests that import it.
+export function redisAnswers(url: string): Promise<boolean>;
+export function postgresAnswers(url: string): Promise<boolean>;

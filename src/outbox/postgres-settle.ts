@@ -1,0 +1,79 @@
+// Settling an attempt on PostgreSQL: one compare-and-set UPDATE in the common case, the track's
+// lock only when a replaced payload adds a history row (or the row keeps changing).
+import { orNull, type PgStoreContext, type Row } from './postgres-sql.js';
+import { planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
+import type { ClaimedRow, OutboxState, OutboxStore, SettleResult } from './store.js';
+
+/** How often a read-then-write is retried when the row changed in between, before taking locks. */
+const MAX_REREADS = 3;
+
+export function createPostgresSettle({ pool, names, sql, hot, ready, inTransaction }: PgStoreContext): OutboxStore['settle'] {
+  const snapshotOf = (current: Row | undefined): RowSnapshot | undefined =>
+    current && {
+      state: current.state as OutboxState,
+      contentHash: current.content_hash as string,
+      leaseOwner: (current.lease_owner as string | null) ?? undefined,
+      nextAttemptAt: Number(current.next_attempt_at),
+    };
+  const updateValues = (claim: ClaimedRow, update: RowUpdate, nowMs: number) => {
+    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
+    return [
+      claim.id,
+      state,
+      attempts,
+      Number.isNaN(nextAttemptAt) ? null : nextAttemptAt,
+      orNull(lastError),
+      orNull(releaseId),
+      orNull(deliveredAt),
+      orNull(claim.remoteTrackId),
+      nowMs,
+    ];
+  };
+
+  /**
+   * The common case in one round trip and no transaction: the row is as this worker claimed it
+   * (still pending, same payload, our lease), so the rules are applied to that and the write is
+   * made only if it still holds. Otherwise: read the row, apply the rules, write only if the row
+   * is still as read. A payload replaced in flight (which adds a history row) takes the locked path.
+   */
+  async function settleQuickly(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>): Promise<SettleResult> {
+    await ready();
+    // `nextAttemptAt` unknown: the rules only carry it over, and the statement keeps it then.
+    const asClaimed = planSettle(
+      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN },
+      claim,
+      owner,
+      outcome,
+      nowMs,
+    );
+    if (asClaimed.update && !asClaimed.history) {
+      const values = updateValues(claim, asClaimed.update, nowMs);
+      if ((await pool.query(hot.updateAsClaimed, [...values, claim.contentHash, owner])).rowCount === 1) return asClaimed.result;
+    }
+    for (let round = 0; round < MAX_REREADS; round++) {
+      const snapshot = snapshotOf((await pool.query(hot.peek, [claim.id])).rows[0]);
+      const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
+      if (plan.history || !snapshot) break;
+      if (!plan.update) return plan.result;
+      const values = [...updateValues(claim, plan.update, nowMs), snapshot.contentHash, orNull(snapshot.leaseOwner), snapshot.nextAttemptAt];
+      if ((await pool.query(hot.updateIfUnchanged, values)).rowCount === 1) return plan.result;
+    }
+    return settleLocked(claim, owner, outcome, nowMs);
+  }
+
+  /** Under the track's lock and the row's: for history rows, and rows that keep changing. */
+  function settleLocked(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>): Promise<SettleResult> {
+    return inTransaction(async (client) => {
+      if (claim.remoteTrackId !== undefined) await client.query(sql.lockTrack, [names.table, claim.remoteTrackId]);
+      const plan = planSettle(snapshotOf((await client.query(sql.snapshot, [claim.id])).rows[0]), claim, owner, outcome, nowMs);
+      if (plan.history) {
+        const { body, contentHash, attempts, releaseId } = plan.history;
+        await client.query(sql.insertDelivered, [orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id]);
+      }
+      if (plan.update) await client.query(sql.update, updateValues(claim, plan.update, nowMs));
+      return plan.result;
+    });
+  }
+
+  return settleQuickly;
+}

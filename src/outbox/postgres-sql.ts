@@ -1,0 +1,122 @@
+// The SQL of the PostgreSQL outbox store, and how its rows read back. `t` is the quoted table name.
+import { createHash } from 'node:crypto';
+import type { PgPool, PgQueryable, PgQueryConfig, TableNames } from './postgres-schema.js';
+import type { OutboxState, StoredRow } from './store.js';
+
+export type Row = Record<string, unknown>;
+/** The database's clock in epoch milliseconds (the one clock every host shares). */
+export const DB_NOW_MS = '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint';
+export const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
+export const orNull = <T>(value: T | undefined) => (value === undefined ? null : value);
+
+export function storedRow(row: Row): StoredRow {
+  return {
+    id: Number(row.id),
+    state: row.state as OutboxState,
+    remoteTrackId: (row.remote_track_id as string | null) ?? undefined,
+    body: row.body as string,
+    contentHash: row.content_hash as string,
+    attempts: Number(row.attempts),
+    nextAttemptAt: Number(row.next_attempt_at),
+    lastError: (row.last_error as string | null) ?? undefined,
+    releaseId: num(row.release_id),
+    leaseOwner: (row.lease_owner as string | null) ?? undefined,
+    leaseExpiresAt: num(row.lease_expires_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+    deliveredAt: num(row.delivered_at),
+  };
+}
+
+export function statements(t: string, leaseNow: string) {
+  // The outcome of an attempt: $2 state, $3 attempts, $4 next attempt (null: keep), $5 error,
+  // $6 release_id, $7 delivered at, $8 track (for the delivery order), $9 now. Clears the lease.
+  const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE($4, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
+      delivered_seq = CASE WHEN $2 = 'delivered' THEN (SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $8) ELSE delivered_seq END,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = $9`;
+  const nextDeliveredSeq = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $1)`;
+  return {
+    // Settles that add a history row, and requeues, of one track take turns (until their
+    // transaction ends). Enqueues need no lock: the one-pending-row index arbitrates them.
+    lockTrack: 'SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))',
+    // The newest pending row and the latest delivery of a track, in one round trip.
+    trackRows: `SELECT * FROM
+      (SELECT id AS pending_id, content_hash AS pending_hash FROM ${t} WHERE remote_track_id = $1 AND state = 'pending' ORDER BY id DESC LIMIT 1) AS pending
+      FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id FROM ${t} WHERE remote_track_id = $1 AND state = 'delivered'
+        ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true`,
+    // Only while pending: a settle may have just delivered the row (the caller then reads again).
+    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending'`,
+    // No row when the track got a pending row meanwhile (another host, another transaction):
+    // the caller reads again and replaces that row's payload instead.
+    insertPending: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+      VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4)
+      ON CONFLICT (remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
+    // Due rows, oldest due first, skipping rows another host is claiming right now; a track's
+    // newer pending row waits for its older one (updates reach the mother in order). Leases are
+    // reckoned on the database's clock, so hosts whose clocks disagree never cut one short.
+    claim: `WITH due AS (
+        SELECT id FROM ${t} AS candidate
+        WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+          AND NOT (id = ANY($5::bigint[]))
+          AND (remote_track_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM ${t} AS older WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
+        ORDER BY next_attempt_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM due WHERE claimed.id = due.id
+      RETURNING claimed.id, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at`,
+    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
+    peek: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1`,
+    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDeliveredSeq}, $7, $5, $5, $5)`,
+    update: `UPDATE ${t} SET ${SETTLED} WHERE id = $1`,
+    // Compare-and-set: applied only if the row is still as it was read ...
+    updateIfUnchanged: `UPDATE ${t} SET ${SETTLED}
+      WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner IS NOT DISTINCT FROM $11 AND next_attempt_at = $12`,
+    // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
+    updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner = $11`,
+    counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
+    list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
+    deadRows: `SELECT id, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) ORDER BY id`,
+    // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.
+    requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
+      WHERE id = $1 AND state = 'dead' AND (remote_track_id IS NULL OR NOT EXISTS (
+        SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
+          AND newer.history_of IS DISTINCT FROM dead.id))`,
+    // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds locks for long.
+    prune: `WITH examined AS (SELECT id FROM ${t} WHERE id > $1 ORDER BY id LIMIT $2),
+      deleted AS (
+        DELETE FROM ${t} AS old WHERE old.id IN (SELECT id FROM examined) AND (
+          (old.state = 'dead' AND old.updated_at < $4)
+          OR (old.state = 'delivered' AND old.updated_at < $3 AND (old.remote_track_id IS NULL OR EXISTS (
+            SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
+              AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(old.delivered_seq, 0), old.id)))))
+        RETURNING 1)
+      SELECT (SELECT MAX(id) FROM examined) AS last_id, (SELECT COUNT(*) FROM deleted) AS deleted, (SELECT MAX(id) FROM ${t}) AS highest_id`,
+  };
+}
+
+export type Statements = ReturnType<typeof statements>;
+const HOT = ['trackRows', 'replacePayload', 'insertPending', 'updateAsClaimed', 'peek', 'updateIfUnchanged', 'claim'] as const;
+export type HotStatements = Record<(typeof HOT)[number], Required<Omit<PgQueryConfig, 'values'>>>;
+
+/**
+ * The statements of every release's path, prepared once per connection (PostgreSQL parses and
+ * plans them once, not for each release). Named per table and lease clock (`key`): several
+ * stores may share a pool.
+ */
+export function preparedStatements(sql: Statements, key: string): HotStatements {
+  const prefix = `plg_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
+  return Object.fromEntries(HOT.map((name) => [name, { name: `${prefix}_${name}`, text: sql[name] }])) as HotStatements;
+}
+
+/** What the enqueue and settle halves of the store share. */
+export interface PgStoreContext {
+  pool: PgPool;
+  names: TableNames;
+  sql: Statements;
+  hot: HotStatements;
+  /** Resolves once the table exists (migrating on first use). */
+  ready(): Promise<void>;
+  /** Runs `work` in a READ COMMITTED transaction of its own. */
+  inTransaction<T>(work: (client: PgQueryable) => Promise<T>): Promise<T>;
+}
