@@ -137,9 +137,16 @@ describe('panel-license', () => {
       url.searchParams.set('table', 'never_created');
       const missing = fakeIo();
       expect(await main(['outbox', '--outbox', url.toString()], missing.io)).toBe(EXIT.usage);
-      const said = [...refused.out, ...refused.err, ...pushed.out, ...pushed.err, ...list.out, ...retry.err, ...missing.out, ...missing.err].join('\n');
-      expect(said).toMatch(/no outbox table .*never_created at postgres:\/\/postgres:\*\*\*@/i);
-      expect(said).not.toContain('sekret-db-pass');
+      // A password can also sit in the query; and a URL that is not PostgreSQL is no file path.
+      url.searchParams.set('sslpassword', 'query-sekret');
+      const query = fakeIo();
+      expect(await main(['outbox', '--outbox', url.toString()], query.io)).toBe(EXIT.usage);
+      const other = fakeIo();
+      expect(await main(['outbox', '--outbox', 'mysql://root:sekret-db-pass@127.0.0.1/db'], other.io)).toBe(EXIT.usage);
+      expect(other.err.join('\n')).toMatch(/takes a file path or a postgres:\/\/ URL; this URL is neither/);
+      const said = [refused, pushed, list, retry, missing, query, other].flatMap((io) => [...io.out, ...io.err]).join('\n');
+      expect(said).toMatch(/no outbox table .*never_created at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test \(/i);
+      expect(said).not.toMatch(/sekret/);
     });
 
     it('prints artist text with every control character escaped', async () => {

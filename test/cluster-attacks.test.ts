@@ -152,7 +152,7 @@ describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {
     // Right after, before that record reaches `a`: a's check starts with a smaller stamp.
     emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
     await a.refresh();
-    await waitFor(() => a.state === 'locked' && ahead.state === 'locked', 'both locked', 1000);
+    await waitFor(() => a.state === 'locked' && ahead.state === 'locked', 'both locked', 5000);
     // The host ahead fails a check afterwards: that must not unlock anyone.
     emulator.setFaults({ down: true });
     await ahead.refresh();

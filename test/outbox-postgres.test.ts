@@ -96,9 +96,16 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         await expect(outbox.enqueue(release('Early'), { transaction: db })).rejects.toThrow(/call `await store.migrate\(\)` at start-up/);
         await db.query('ROLLBACK');
         await store.migrate();
-        await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-        await expect(outbox.enqueue(release('Snapshot'), { transaction: db })).rejects.toThrow(/REPEATABLE READ/);
-        await db.query('ROLLBACK');
+        // A transaction-wide snapshot could miss a release another host just stored.
+        for (const level of ['REPEATABLE READ', 'SERIALIZABLE']) {
+          await db.query(`BEGIN ISOLATION LEVEL ${level}`);
+          await expect(outbox.enqueue(release('Snapshot'), { transaction: db })).rejects.toThrow(
+            new RegExp(`only enqueue in a READ COMMITTED transaction.*not ${level}`),
+          );
+          // The caller's transaction is still usable after the refusal.
+          expect((await db.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+          await db.query('ROLLBACK');
+        }
         // Several enqueues on one client at once take turns: one pending row for the track.
         await db.query('BEGIN');
         await Promise.all([1, 2, 3].map((v) => outbox.enqueue(release(`v${v}`, 'one-track'), { transaction: db })));
@@ -190,20 +197,36 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
   });
 
   describe('when upgrading', () => {
-    it('migrates a v1 table in place, keeping its rows', async () => {
+    it('migrates a v1 table in place, keeping its rows, and retires the older of two pending rows of a track', async () => {
       const table = freshTable();
       const names = `"${schema}"."${table}"`;
       const first = postgresOutboxStore({ pool: admin, schema, table });
       await first.enqueue({ remoteTrackId: 't1', body: '{"v":1}', contentHash: 'v1' }, 1000);
-      // Back to what version 1 of the schema looked like.
+      // Back to what version 1 of the schema looked like, with what it allowed: a requeued older
+      // release could sit pending beside a newer one of the same track.
+      await admin.query(`DROP INDEX "${schema}"."${table}_pending"`);
+      await admin.query(`DROP SEQUENCE "${schema}"."${table}_deliveries"`);
       await admin.query(`ALTER TABLE ${names} DROP COLUMN history_of`);
       await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version = 2`);
+      await admin.query(`INSERT INTO ${names} (remote_track_id, body, content_hash, state, next_attempt_at, created_at, updated_at)
+        VALUES ('t1', '{"v":2}', 'v2', 'pending', 1000, 1000, 1000)`);
+      const reader = postgresOutboxStore({ pool: newPool(), schema, table });
+      // Listing reads a v1 table as it is: a look never migrates (that needs the owner).
+      expect(await reader.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
+      let versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
+      expect(versions.rows.map((r) => r.version)).toEqual([1]);
       const upgraded = postgresOutboxStore({ pool: newPool(), schema, table });
-      expect(await upgraded.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1', body: '{"v":1}' }]);
-      const versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
+      await upgraded.migrate();
+      expect(await upgraded.list({ state: undefined, limit: 10 })).toMatchObject([
+        { id: 1, state: 'dead', lastError: expect.stringMatching(/Superseded by a newer release of the same track/) },
+        { id: 2, state: 'pending', body: '{"v":2}' },
+      ]);
+      versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
       expect(versions.rows.map((r) => r.version)).toEqual([1, 2]);
       await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (3, 0)`);
-      await expect(postgresOutboxStore({ pool: newPool(), schema, table }).counts()).rejects.toThrow(/schema v3, written by a newer version/);
+      await expect(
+        postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
+      ).rejects.toThrow(/schema v3, written by a newer version/);
     });
   });
 
@@ -217,7 +240,21 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const weak = new pg.Pool({ connectionString: url.toString(), max: 1 });
       pools.push(weak);
       const store = postgresOutboxStore({ pool: weak, schema: `${schema}_none`, table: 'outbox' });
-      await expect(store.counts()).rejects.toThrow(/lacks a privilege .*Grant it CREATE and USAGE on schema/);
+      await expect(store.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow(
+        /lacks a privilege .*Grant it CREATE and USAGE on schema/,
+      );
+      // With what the README grants after the first run, but DELETE forgotten: retention says so.
+      const table = freshTable();
+      await postgresOutboxStore({ pool: admin, schema, table }).migrate();
+      await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO panel_outbox_noprivs`);
+      await admin.query(`GRANT SELECT, INSERT, UPDATE ON "${schema}"."${table}", "${schema}"."${table}_migrations" TO panel_outbox_noprivs`);
+      await admin.query(`GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA "${schema}" TO panel_outbox_noprivs`);
+      const granted = postgresOutboxStore({ pool: weak, schema, table });
+      await granted.enqueue({ remoteTrackId: 't', body: '{}', contentHash: 'h' }, 1);
+      await expect(granted.prune?.({ deliveredBefore: 0, deadBefore: 0, afterId: 0, limit: 10 })).rejects.toThrow(/lacks a privilege .*DELETE \(retention\)/);
+      await admin.query(`REVOKE ALL ON ALL TABLES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
+      await admin.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
+      await admin.query(`REVOKE ALL ON SCHEMA "${schema}" FROM panel_outbox_noprivs`);
     });
 
     it('rejects an enqueue it cannot make durable', async () => {

@@ -163,6 +163,16 @@ const bigStores: [string, () => Promise<OutboxStore>][] = [
     : []),
 ];
 
+describe.skipIf(!pool)('retention on PostgreSQL', () => {
+  it('keeps everything with `Infinity`, and prunes with finite ages', async () => {
+    const store = postgresOutboxStore({ pool: pool as pg.Pool, schema, table: 'forever' });
+    await deliveredLongAgo(store, 'Old', undefined, 400);
+    const forever = outboxOn(store, { retention: { deliveredMs: Number.POSITIVE_INFINITY, deadMs: Number.POSITIVE_INFINITY } });
+    expect(await forever.prune()).toBe(0);
+    expect(await outboxOn(store).prune()).toBe(1);
+  });
+});
+
 describe.each(bigStores)('a 100,000-row history on %s', (_name, open) => {
   it('is pruned in batches while enqueues keep committing, and still recognises a re-upload', { timeout: 120_000 }, async () => {
     const store = await open();

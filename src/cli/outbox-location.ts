@@ -18,14 +18,35 @@ export interface OpenedOutboxStore {
 }
 
 export function isPostgresUrl(location: string): boolean {
-  return POSTGRES_URL.test(location);
+  return POSTGRES_URL.test(location.trim());
 }
 
-/** The URL without its password (it must never reach the terminal or a log). */
-function redacted(url: URL): string {
-  const copy = new URL(url);
-  if (copy.password !== '') copy.password = '***';
-  return copy.toString();
+/** Any `scheme://`: a URL that is not PostgreSQL is refused, never taken for a file path. */
+const ANY_URL = /^\s*[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * The URL as it may be shown: scheme, user, host, port and database only. A password can sit in
+ * the user info or in the query (`password=`, `sslpassword=`, …), so the query is never shown.
+ */
+function shownUrl(url: URL): string {
+  const user = url.username === '' ? '' : `${url.username}${url.password === '' ? '' : ':***'}@`;
+  return `${url.protocol}//${user}${url.host}${url.pathname}`;
+}
+
+/** Every secret the URL carries, to scrub from error text the driver may echo. */
+function secretsOf(url: URL): string[] {
+  const values = [url.password];
+  try {
+    values.push(decodeURIComponent(url.password));
+  } catch {
+    // a malformed escape: the raw form is scrubbed already
+  }
+  for (const [key, value] of url.searchParams) if (/pass|key|secret|token/i.test(key)) values.push(value);
+  return values.filter((value) => value.length >= 3);
+}
+
+function scrubbed(text: string, secrets: string[]): string {
+  return secrets.reduce((out, secret) => out.split(secret).join('***'), text);
 }
 
 interface PgModule {
@@ -50,7 +71,7 @@ async function loadPg(usage: string): Promise<PgModule> {
 async function openPostgres(location: string, mustExist: boolean, usage: string): Promise<OpenedOutboxStore> {
   let url: URL;
   try {
-    url = new URL(location);
+    url = new URL(location.trim());
   } catch {
     throw new UsageError('--outbox is not a valid postgres:// URL.', usage);
   }
@@ -58,7 +79,8 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
   const table = url.searchParams.get('table') ?? 'release_outbox';
   url.searchParams.delete('schema');
   url.searchParams.delete('table');
-  const shown = redacted(url);
+  const shown = shownUrl(url);
+  const secrets = secretsOf(url);
   const { Pool } = await loadPg(usage);
   const pool = new Pool({ connectionString: url.toString(), max: 4 });
   const close = () => pool.end().catch(() => {});
@@ -72,13 +94,14 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
   } catch (error) {
     await close();
     if (error instanceof UsageError) throw error;
-    throw new Error(`Cannot open the outbox at ${shown}: ${describeError(error)}`, { cause: error });
+    throw new Error(`Cannot open the outbox at ${shown}: ${scrubbed(describeError(error), secrets)}`);
   }
 }
 
 /** Opens the outbox at `location`. `mode`: `create` for push, `write` for retry, `read` for listing. */
 export async function openOutboxStore(location: string, mode: 'create' | 'write' | 'read', usage: string): Promise<OpenedOutboxStore> {
   if (isPostgresUrl(location)) return openPostgres(location, mode !== 'create', usage);
+  if (ANY_URL.test(location)) throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither.', usage);
   if (mode !== 'create' && !existsSync(location))
     throw new UsageError(`There is no outbox at ${location} (nothing was ever queued there). Pass --outbox FILE or a postgres:// URL.`, usage);
   try {

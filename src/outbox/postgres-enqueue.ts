@@ -69,7 +69,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
    * In the caller's transaction, inside a savepoint of its own: if our statements fail, the
    * caller's transaction is left as it was (usable), and the call rejects. Enqueues on one client
    * take turns (their statements would interleave on its connection). A client outside BEGIN, or
-   * in REPEATABLE READ (whose snapshot would miss what another host committed), is refused.
+   * in any isolation level but READ COMMITTED, is refused.
    */
   async function enqueueInCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const savepoint = `panel_license_outbox_${++savepoints}`;
@@ -82,9 +82,12 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     }
     try {
       const level = (await client.query("SELECT current_setting('transaction_isolation') AS level")).rows[0]?.level;
-      if (level === 'repeatable read')
+      // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
+      // host just stored, and when the rules then decide nothing needs writing, no conflict is
+      // ever raised: the release would be lost.
+      if (level !== 'read committed')
         throw new TypeError(
-          'panel-license-guard: the outbox cannot enqueue in a REPEATABLE READ transaction (it could not see a release another host just stored). Use READ COMMITTED (the default) or SERIALIZABLE.',
+          `panel-license-guard: the outbox can only enqueue in a READ COMMITTED transaction (the default), not ${String(level).toUpperCase()}: its snapshot could miss a release another host just stored.`,
         );
       await assertTableThrough(client);
       const result = await enqueueWith(client, row, now);

@@ -63,12 +63,20 @@ export interface TableNames {
   table: string;
   /** `"schema"."table_migrations"`, quoted. */
   migrations: string;
+  /** `"schema"."table_deliveries"`, quoted: the sequence that orders deliveries. */
+  deliveries: string;
   schema: string;
   bare: string;
 }
 
 export function tableNames(schema: string, table: string): TableNames {
-  return { table: `"${schema}"."${table}"`, migrations: `"${schema}"."${table}_migrations"`, schema, bare: table };
+  return {
+    table: `"${schema}"."${table}"`,
+    migrations: `"${schema}"."${table}_migrations"`,
+    deliveries: `"${schema}"."${table}_deliveries"`,
+    schema,
+    bare: table,
+  };
 }
 
 /** Times are epoch milliseconds (BIGINT), as in the SQLite store, so the row rules are shared. */
@@ -99,22 +107,32 @@ function migrationV1({ table, bare, schema }: TableNames): string[] {
 
 /**
  * v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id);
- * a unique index keeps one pending row per track, which lets enqueues run without a lock.
+ * a unique index keeps one pending row per track, which lets enqueues run without a lock; a
+ * sequence orders deliveries (a per-track MAX + 1 could tie between two unlocked settles).
+ * Version 1 could hold two pending rows of one track (a requeued older release): the older one
+ * is marked dead first, saying why, since the newer content is what the mother must end with.
  */
-function migrationV2({ table, bare }: TableNames): string[] {
+function migrationV2({ table, bare, deliveries }: TableNames): string[] {
   return [
     `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`,
-    `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_one_pending" ON ${table} (remote_track_id) WHERE state = 'pending'`,
+    `UPDATE ${table} AS older SET state = 'dead', lease_owner = NULL, lease_expires_at = NULL,
+      last_error = 'Superseded by a newer release of the same track when the outbox table was upgraded (only the newest is sent).'
+      WHERE state = 'pending' AND remote_track_id IS NOT NULL AND EXISTS (
+        SELECT 1 FROM ${table} AS newer WHERE newer.remote_track_id = older.remote_track_id AND newer.state = 'pending' AND newer.id > older.id)`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_pending" ON ${table} (remote_track_id) WHERE state = 'pending'`,
+    `CREATE SEQUENCE IF NOT EXISTS ${deliveries}`,
+    `SELECT setval('${deliveries}', (SELECT COALESCE(MAX(delivered_seq), 0) + 1 FROM ${table}), false)`,
   ];
 }
 
 const MIGRATIONS = [migrationV1, migrationV2];
 
-function privilegeError(names: TableNames, error: unknown): Error {
+/** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
+export function privilegeError(names: TableNames, error: unknown): Error {
   const code = (error as { code?: string }).code;
   if (code === '42501')
     return new Error(
-      `panel-license-guard: the database user lacks a privilege the outbox table ${names.table} needs (${(error as Error).message}). Grant it CREATE and USAGE on schema "${names.schema}" (CREATE on the database too if the schema does not exist yet), or create the table once with a user that may (the store does it on first use); afterwards it needs SELECT, INSERT and UPDATE on ${names.table} and ${names.migrations}, and USAGE on its sequence.`,
+      `panel-license-guard: the database user lacks a privilege the outbox table ${names.table} needs (${(error as Error).message}). Grant it CREATE and USAGE on schema "${names.schema}" (CREATE on the database too if the schema does not exist yet), or create the table once with a user that may (the store does it on first use); afterwards it needs SELECT, INSERT, UPDATE and DELETE (retention) on ${names.table}, SELECT on ${names.migrations}, and USAGE and UPDATE on the sequences ${names.deliveries} and the id's. Upgrading the table to a new version needs its owner once.`,
       { cause: error },
     );
   return error instanceof Error ? error : new Error(String(error));

@@ -17,17 +17,7 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
     };
   const updateValues = (claim: ClaimedRow, update: RowUpdate, nowMs: number) => {
     const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
-    return [
-      claim.id,
-      state,
-      attempts,
-      Number.isNaN(nextAttemptAt) ? null : nextAttemptAt,
-      orNull(lastError),
-      orNull(releaseId),
-      orNull(deliveredAt),
-      orNull(claim.remoteTrackId),
-      nowMs,
-    ];
+    return [claim.id, state, attempts, Number.isNaN(nextAttemptAt) ? null : nextAttemptAt, orNull(lastError), orNull(releaseId), orNull(deliveredAt), nowMs];
   };
 
   /**

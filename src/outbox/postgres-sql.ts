@@ -28,13 +28,14 @@ export function storedRow(row: Row): StoredRow {
   };
 }
 
-export function statements(t: string, leaseNow: string) {
+export function statements({ table: t, deliveries }: TableNames, leaseNow: string) {
+  const nextDelivery = `nextval('${deliveries}')`;
   // The outcome of an attempt: $2 state, $3 attempts, $4 next attempt (null: keep), $5 error,
-  // $6 release_id, $7 delivered at, $8 track (for the delivery order), $9 now. Clears the lease.
+  // $6 release_id, $7 delivered at, $8 now. Clears the lease.
+  // Deliveries are ordered by one sequence: the highest of a track is what the mother holds.
   const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE($4, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
-      delivered_seq = CASE WHEN $2 = 'delivered' THEN (SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $8) ELSE delivered_seq END,
-      lease_owner = NULL, lease_expires_at = NULL, updated_at = $9`;
-  const nextDeliveredSeq = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM ${t} AS seen WHERE seen.remote_track_id = $1)`;
+      delivered_seq = CASE WHEN $2 = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = $8`;
   return {
     // Settles that add a history row, and requeues, of one track take turns (until their
     // transaction ends). Enqueues need no lock: the one-pending-row index arbitrates them.
@@ -67,13 +68,13 @@ export function statements(t: string, leaseNow: string) {
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
     peek: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1`,
     insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDeliveredSeq}, $7, $5, $5, $5)`,
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5)`,
     update: `UPDATE ${t} SET ${SETTLED} WHERE id = $1`,
     // Compare-and-set: applied only if the row is still as it was read ...
     updateIfUnchanged: `UPDATE ${t} SET ${SETTLED}
-      WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner IS NOT DISTINCT FROM $11 AND next_attempt_at = $12`,
+      WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner IS NOT DISTINCT FROM $10 AND next_attempt_at = $11`,
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
-    updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner = $11`,
+    updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
     counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
     list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
     deadRows: `SELECT id, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) ORDER BY id`,

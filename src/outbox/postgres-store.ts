@@ -2,7 +2,7 @@
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
-import { migrate, type PgPool, type PgQueryable, tableNames, validIdentifier, withClient } from './postgres-schema.js';
+import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { createPostgresSettle } from './postgres-settle.js';
 import { DB_NOW_MS, num, orNull, type PgStoreContext, preparedStatements, statements, storedRow } from './postgres-sql.js';
 import type { ClaimedRow, EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
@@ -69,8 +69,24 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
 
   const names = tableNames(schema, table);
   // $1 of the claim is the outbox's time.
-  const sql = statements(names.table, leaseClock === 'database' ? DB_NOW_MS : '$1');
+  const sql = statements(names, leaseClock === 'database' ? DB_NOW_MS : '$1');
   const hot = preparedStatements(sql, `${names.table} ${leaseClock}`);
+  /**
+   * Listing and counting read an existing table as it is, at any older version, without
+   * migrating it (which needs the owner, and must not happen on a mere look); a missing table is
+   * created as for any other call.
+   */
+  let present: Promise<void> | undefined;
+  const readable = () => {
+    present ??= pool
+      .query('SELECT to_regclass($1) IS NOT NULL AS present', [names.table])
+      .then((found) => (found.rows[0]?.present ? undefined : ready()))
+      .catch((error: unknown) => {
+        present = undefined;
+        throw error;
+      });
+    return present;
+  };
   let migrated: Promise<void> | undefined;
   const ready = () => {
     migrated ??= migrate(pool, names).catch((error: unknown) => {
@@ -132,13 +148,13 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     settle,
     async counts() {
-      await ready();
+      await readable();
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
       for (const r of (await pool.query(sql.counts)).rows) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },
     async list({ state, limit, id }) {
-      await ready();
+      await readable();
       return (await pool.query(sql.list, [orNull(state), orNull(id), limit])).rows.map(storedRow);
     },
     async requeueDead(id, nowMs) {
@@ -159,7 +175,10 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     async prune({ deliveredBefore, deadBefore, afterId, limit }) {
       await ready();
-      const result = (await pool.query(sql.prune, [afterId, limit, deliveredBefore, deadBefore])).rows[0];
+      // Without DELETE on the table, say which privilege is missing (retention runs every hour).
+      const result = (
+        await pool.query(sql.prune, [afterId, limit, deliveredBefore, deadBefore]).catch((error: unknown) => Promise.reject(privilegeError(names, error)))
+      ).rows[0];
       return { deleted: Number(result?.deleted ?? 0), lastId: num(result?.last_id), highestId: num(result?.highest_id) };
     },
     async close() {
