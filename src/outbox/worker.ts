@@ -45,13 +45,16 @@ interface Attempt {
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, client, events, owner, now } = config;
+  /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
+  /** Of those, the ones whose push has not answered yet: what `concurrency` bounds. */
+  let pushing = 0;
   /** Ids of the rows being sent by this worker: never claimed and sent a second time. */
   const sending = new Set<number>();
   let running = false;
-  let pumping = false;
-  let pumpAgain = false;
-  let pumpDone: Promise<void> = Promise.resolve();
+  /** Claims under way, and the slots each has reserved: a freed slot never waits for another slot's claim. */
+  const claiming = new Set<Promise<void>>();
+  let reserved = 0;
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
   let keepAlive = false;
@@ -78,43 +81,41 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   function kick(): void {
     if (!running) return;
-    if (pumping) {
-      pumpAgain = true;
-      return;
-    }
-    pumping = true;
-    pumpDone = pump();
+    const claim: Promise<void> = fillFreeSlots().finally(() => {
+      claiming.delete(claim);
+      // Poll even when idle: another process may enqueue into the same store, or crash and leave leases.
+      wakeAt(now() + config.pollIntervalMs);
+    });
+    claiming.add(claim);
   }
 
-  async function pump(): Promise<void> {
-    try {
-      do {
-        pumpAgain = false;
-        await fillFreeSlots();
-      } while (pumpAgain && running);
-    } finally {
-      pumping = false;
-    }
-    // Poll even when idle: another process may enqueue into the same file, or crash and leave leases.
-    wakeAt(now() + config.pollIntervalMs);
-  }
-
-  /** Claims only as many rows as there are free slots, so memory stays flat whatever the backlog. */
+  /**
+   * Claims only as many rows as there are free slots, so memory stays flat whatever the backlog.
+   * Slots that free up while a claim is under way start a claim of their own (the store keeps
+   * two claims from taking one row).
+   */
   async function fillFreeSlots(): Promise<void> {
     while (running) {
       const nowMs = now();
       if (nowMs < holdUntil) return wakeAt(holdUntil);
-      const free = config.concurrency - inFlight.size;
+      // A slot is free once its push has answered: the next row is claimed while the outcome is
+      // recorded (a round trip the slot would otherwise sit idle for). Outcomes being recorded are
+      // bounded too, at `concurrency` more, so a slow store cannot pile them up.
+      const free = Math.min(config.concurrency - pushing, 2 * config.concurrency - inFlight.size) - reserved;
       if (free <= 0) return;
+      reserved += free;
       let batch: ClaimedRow[];
       try {
         batch = await store.claimDue({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] });
         storeTrouble.recovered();
       } catch (error) {
         return storeTrouble.report(error);
+      } finally {
+        reserved -= free;
       }
       // The store skips the rows we are sending; a custom store written before `exclude` existed
       // may lease one again (say, after the wall clock jumped forward), and we still skip it.
+      // Rows claimed as stop() began are still sent: stop() waits for them rather than leave leases behind.
       const fresh = batch.filter((row) => !sending.has(row.id));
       for (const row of fresh) startDelivery(row);
       if (batch.length < free || fresh.length === 0) return;
@@ -123,6 +124,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   function startDelivery(row: ClaimedRow): void {
     sending.add(row.id);
+    pushing++;
     const delivery: Promise<void> = deliver(row).finally(() => {
       sending.delete(row.id);
       inFlight.delete(delivery);
@@ -182,7 +184,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   }
 
   async function deliver(row: ClaimedRow): Promise<void> {
-    const { outcome, error, delayMs, credentialsRejected } = await attempt(row);
+    let answered: Attempt;
+    try {
+      answered = await attempt(row);
+    } finally {
+      pushing--;
+      kick();
+    }
+    const { outcome, error, delayMs, credentialsRejected } = answered;
     let result: SettleResult;
     try {
       result = await store.settle(row, owner, outcome, now());
@@ -226,7 +235,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       clearTimeout(timer);
       timer = undefined;
       timerAt = Number.POSITIVE_INFINITY;
-      await pumpDone;
+      while (claiming.size > 0) await Promise.allSettled([...claiming]);
       while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     },
     setKeepAlive(on) {
