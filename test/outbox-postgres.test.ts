@@ -182,6 +182,24 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when an identical re-upload races the delivery of the same content', () => {
+    it('never queues the content a second time', async () => {
+      const table = freshTable();
+      const [worker, uploader] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      const tracks = Array.from({ length: 60 }, (_, i) => `same-${i}`);
+      const payload = (track: string) => ({ remoteTrackId: track, body: `{"${track}":"v1"}`, contentHash: `${track}:v1` });
+      for (const track of tracks) await uploader.enqueue(payload(track), 1000);
+      const claimed = await worker.claimDue({ owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
+      await Promise.all(
+        claimed.flatMap((claim) => [
+          worker.settle(claim, 'w', { kind: 'delivered', releaseId: 1 }, 3000),
+          uploader.enqueue(payload(claim.remoteTrackId as string), 3000),
+        ]),
+      );
+      expect(await worker.counts()).toEqual({ pending: 0, delivered: tracks.length, dead: 0 });
+    });
+  });
+
   describe('with hosts whose clocks disagree', () => {
     it("reckons leases on the database's clock: a host running 10 minutes ahead cannot take one over early", async () => {
       const table = freshTable();

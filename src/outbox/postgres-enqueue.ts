@@ -23,13 +23,15 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   const clientTurns = new WeakMap<object, Promise<unknown>>();
 
   /**
-   * No lock and no transaction of its own: read the track's rows, apply the rules, write only if
-   * they still hold. A unique index allows one pending row per track, so when another host (or an
+   * No lock and no transaction of its own: a new or changed track is one INSERT; otherwise read
+   * the track's rows, apply the rules, write only if they still hold. A unique index allows one pending row per track, so when another host (or an
    * open transaction, once it commits) got there first, the insert does nothing and we read again.
    */
   async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now));
+    const fresh = num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now])).rows[0]?.id);
+    if (fresh !== undefined) return enqueueResult({ action: 'insert' }, fresh);
     for (let round = 0; round < MAX_REREADS; round++) {
       const found = (await client.query(hot.trackRows, [track])).rows[0];
       const plan = planEnqueue(
