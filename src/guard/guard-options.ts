@@ -6,6 +6,7 @@ import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectU
 import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
+import { type DomainPolicy, type DomainsMode, resolveDomainPolicy } from './licensed-domains.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
@@ -79,6 +80,17 @@ export interface LicenseGuardOptions {
   publicMessage?: string | ((verdict: PublicMessageInput) => string);
   /** An e-mail address or http(s) URL shown on the lock page as the place to ask for help. @default undefined */
   supportContact?: string;
+  /**
+   * Licensed domains. `'enforce'`: a request for a host that is neither the license's
+   * `custom_domain` nor `<subdomain>.<subdomainBase>` (nor in `allowHosts`) gets `421 Misdirected
+   * Request`. `'redirect'`: browsers are sent there instead (308, same path and query); other
+   * requests get the 421. The allow list still applies. @default 'off'
+   */
+  domains?: DomainsMode;
+  /** The mother's domain for panel subdomains, e.g. 'mother-panels.com'. @default undefined (only `custom_domain` counts) */
+  subdomainBase?: string;
+  /** Hosts always served whatever the license says, e.g. ['localhost'] in development. @default [] */
+  allowHosts?: string[];
 }
 
 /** What a `publicMessage` function is given. */
@@ -115,6 +127,7 @@ export interface GuardConfig {
   defaults: { name: string; color: string };
   publicMessage: (verdict: PublicMessageInput) => string;
   supportContact: SupportContact | undefined;
+  domains: DomainPolicy;
   now: () => number;
   random: () => number;
   logger: GuardLogger;
@@ -149,6 +162,9 @@ const KNOWN = [
   'logger',
   'publicMessage',
   'supportContact',
+  'domains',
+  'subdomainBase',
+  'allowHosts',
 ] as const;
 
 function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
@@ -246,6 +262,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
       () => '',
     ),
     supportContact: problems.check(() => supportContactFrom(options.supportContact), undefined),
+    domains: resolveDomainPolicy(options, problems),
     now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     logger,

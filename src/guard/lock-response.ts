@@ -9,7 +9,7 @@ import type { GuardSnapshot, LockBodies } from './snapshot.js';
 
 const acceptPrefersJson = new LRUCache<string, boolean>({ max: 64 });
 
-function wantsJson(req: Request, apiPrefix: string | undefined): boolean {
+export function wantsJson(req: Request, apiPrefix: string | undefined): boolean {
   // Only picks the response format, so the lenient resolution is fine here (`//api/x` is API).
   if (apiPrefix !== undefined && underPrefix(resolvedPath(req.originalUrl), apiPrefix)) return true;
   if (req.xhr) return true;

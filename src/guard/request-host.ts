@@ -1,0 +1,27 @@
+// The host a request was made for, as one canonical spelling, or undefined when it is not a host.
+import type { Request } from 'express';
+
+const LABELS = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+const IPV6 = /^\[[0-9a-f:.]{2,45}\]$/;
+
+/**
+ * Lower-cased, one trailing dot dropped (`Panel.Example.` is `panel.example`); a DNS name, an IPv4
+ * address or a bracketed IPv6 literal. Anything else (spaces, `_`, `@`, empty labels, a port) is
+ * not a host: undefined.
+ */
+export function canonicalHost(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  let host = value.toLowerCase();
+  if (host.endsWith('.') && !host.endsWith('..')) host = host.slice(0, -1);
+  if (IPV4.test(host) || IPV6.test(host)) return host;
+  return LABELS.test(host) && !/^\d+$/.test(host.split('.').at(-1) ?? '') ? host : undefined;
+}
+
+/**
+ * The host of `req` without its port. Express decides where it comes from: the `Host` header, or
+ * `X-Forwarded-Host` only when the app's `trust proxy` setting trusts the peer that sent it.
+ */
+export function requestHost(req: Request): string | undefined {
+  return canonicalHost(req.hostname);
+}
