@@ -3,13 +3,11 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { errorCodeOf } from '../errors.js';
 import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { StoreHealth } from '../store/license-store.js';
-import { sendDomainResponse } from './domain-response.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import type { LicenseState } from './license-state.js';
-import { checkDomain } from './licensed-domains.js';
-import { sendLockResponse } from './lock-response.js';
 import { createPoller } from './poller.js';
+import { serveVerdict, uncheckedDomainWarning } from './serve-verdict.js';
 import { restoreStateFile } from './state-restore.js';
 
 export interface LicenseStatus {
@@ -115,16 +113,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   let started: Promise<LicenseState> | undefined;
   let firstVerdictBy = 0;
   let warnedNotStarted = false;
-  let warnedUnchecked = false;
-
-  /** Said once: enforcing domains while the license names none this guard can compare with. */
-  function warnUnchecked(): void {
-    if (warnedUnchecked) return;
-    warnedUnchecked = true;
-    config.logger.warn(
-      `panel-license-guard: domains is '${config.domains.mode}', but the license names no domain to compare with (no custom_domain${config.domains.subdomainBase ? ' and no subdomain' : ', and no `subdomainBase` for its subdomain'}); requests are served from any host.`,
-    );
-  }
+  const serveHooks = { onUncheckedDomain: uncheckedDomainWarning(config, undefined) };
 
   function start(): Promise<LicenseState> {
     if (closing.signal.aborted) return Promise.resolve(monitor.entry.state);
@@ -157,22 +146,9 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
 
   function handle(req: Request, res: Response, next: NextFunction, waited: boolean): void {
     const { snapshot } = monitor.entry;
-    res.locals.branding = snapshot.branding;
-    res.locals.license = snapshot.license;
-    if (snapshot.lock === undefined) {
-      const domain = checkDomain(req, config.domains, snapshot.branding);
-      if (domain.kind === 'misdirected' && !config.isAllowed(req)) sendDomainResponse(req, res, config, snapshot.branding, domain.licensed);
-      else {
-        if (domain.kind === 'unchecked') warnUnchecked();
-        next();
-      }
-      return;
-    }
-    if (config.isAllowed(req)) {
-      next();
-      return;
-    }
-    if (snapshot.state === 'pending' && !waited) {
+    if (snapshot.state === 'pending' && !waited && !config.isAllowed(req)) {
+      res.locals.branding = snapshot.branding;
+      res.locals.license = snapshot.license;
       if (!started) {
         if (!warnedNotStarted)
           config.logger.warn(
@@ -184,7 +160,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       waitForFirstVerdict().then(() => handle(req, res, next, true), next);
       return;
     }
-    sendLockResponse(req, res, next, config, snapshot);
+    serveVerdict(req, res, next, config, snapshot, serveHooks);
   }
 
   const guard = ((req: Request, res: Response, next: NextFunction) => handle(req, res, next, false)) as LicenseGuard;
