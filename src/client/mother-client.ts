@@ -127,6 +127,11 @@ function parseWith<T>(
   throw new MalformedResponseError(`The mother's ${what} answer does not match the contract (${where}).`, raw.status);
 }
 
+/** A stable id for the panel of `apiKey` at this mother, safe to log and show (not the key). */
+export function panelIdOf(baseUrl: string, apiKey: string): string {
+  return createHash('sha256').update(`${baseUrl}\n${apiKey}`).digest('hex').slice(0, 32);
+}
+
 export function createMotherClient(options: MotherClientOptions): MotherClient {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { baseUrl, apiKey, apiSecret }.');
   const problems = new OptionProblems();
@@ -194,7 +199,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   const client: MotherClient = {
     baseUrl: base.toString(),
     timeoutMs,
-    panelId: createHash('sha256').update(`${base.toString()}\n${apiKey}`).digest('hex').slice(0, 32),
+    panelId: panelIdOf(base.toString(), apiKey),
     async checkLicense(options) {
       const raw = await send(licenseUrl, '', options?.signal);
       const answer = parseWith(licenseResponseSchema, raw, 'license');

@@ -7,6 +7,7 @@ import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { type DomainPolicy, type DomainsMode, resolveDomainPolicy } from './licensed-domains.js';
+import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels-options.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
@@ -91,6 +92,11 @@ export interface LicenseGuardOptions {
   subdomainBase?: string;
   /** Hosts always served whatever the license says, e.g. ['localhost'] in development. @default [] */
   allowHosts?: string[];
+  /**
+   * Many panels in one deployment, chosen per request by host: `{ resolve: async (host) =>
+   * ({ apiKey, apiSecret }) | null, max, idleMs, … }`. Instead of `apiKey`/`apiSecret`. @default undefined (one panel)
+   */
+  panels?: PanelsOptions;
 }
 
 /** What a `publicMessage` function is given. */
@@ -128,6 +134,8 @@ export interface GuardConfig {
   publicMessage: (verdict: PublicMessageInput) => string;
   supportContact: SupportContact | undefined;
   domains: DomainPolicy;
+  /** `panels` mode: set, and `client` is a placeholder never used for a check. */
+  panels: ResolvedPanels | undefined;
   now: () => number;
   random: () => number;
   logger: GuardLogger;
@@ -165,6 +173,7 @@ const KNOWN = [
   'domains',
   'subdomainBase',
   'allowHosts',
+  'panels',
 ] as const;
 
 function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
@@ -200,7 +209,10 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const problems = new OptionProblems();
   problems.redact(options.apiSecret);
   rejectUnknownOptions('licenseGuard', options, KNOWN, problems);
-  const client = clientFrom(options, problems);
+  const panels = resolvePanels(options, problems);
+  const client = panels
+    ? problems.check(() => panels.clientFor({ apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined)
+    : clientFrom(options, problems);
   const logger = problems.check(() => validLogger(options.logger), isolateLogger(console));
   let predicateErrorLogged = false;
   // Logged once, not per request: a broken predicate would otherwise flood the log.
@@ -263,6 +275,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     ),
     supportContact: problems.check(() => supportContactFrom(options.supportContact), undefined),
     domains: resolveDomainPolicy(options, problems),
+    panels,
     now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     logger,

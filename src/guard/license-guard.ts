@@ -6,6 +6,7 @@ import type { StoreHealth } from '../store/license-store.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import type { LicenseState } from './license-state.js';
+import { multiPanelGuard } from './multi-panel-guard.js';
 import { createPoller } from './poller.js';
 import { serveVerdict, uncheckedDomainWarning } from './serve-verdict.js';
 import { restoreStateFile } from './state-restore.js';
@@ -45,21 +46,23 @@ export interface GuardEvents {
 export interface LicenseGuard extends RequestHandler {
   /** Restores `stateFile`, runs the first check and starts the schedule. Resolves with the state. */
   start(): Promise<LicenseState>;
-  /** Checks now; concurrent calls share one request. Resolves with the state afterwards. */
-  refresh(): Promise<LicenseState>;
+  /** Checks now; concurrent calls share one request. Resolves with the state afterwards. With `panels`: the panel at `host`. */
+  refresh(host?: string): Promise<LicenseState>;
   /**
    * Stops the schedule and all timers so the process can exit, at once. The promise resolves when
    * a `stateFile` write already under way has finished (await it before `process.exit()`).
    */
   close(): Promise<void>;
   readonly state: LicenseState;
-  status(): LicenseStatus;
+  /** With `panels`: the status of the panel at `host` (undefined for a host not known yet). */
+  status(host?: string): LicenseStatus;
   on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
   off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
 }
 
 export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   const config: GuardConfig = resolveGuardOptions(options);
+  if (config.panels) return multiPanelGuard(config);
   const monitor = new LicenseMonitor(config);
   // Aborts a check in flight on close(), so its timer cannot keep the process alive.
   const closing = new AbortController();

@@ -1,0 +1,110 @@
+// One panel of `panels` mode: its client, its verdict (a LicenseMonitor of its own, so nothing of
+// one panel reaches another), its checks, and when a request last asked for it.
+import type { EventEmitter } from 'node:events';
+import { errorCodeOf } from '../errors.js';
+import type { CheckSpreader } from './check-spreader.js';
+import type { GuardConfig } from './guard-options.js';
+import type { PanelCredentials } from './host-resolver.js';
+import type { LicenseStatus } from './license-guard.js';
+import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
+import { retryDelay } from './poller.js';
+import { type ServeHooks, uncheckedDomainWarning } from './serve-verdict.js';
+
+/** The hosts a panel refused as not licensed, reported once each (bounded). */
+const MAX_REPORTED_HOSTS = 32;
+
+export class PanelRuntime {
+  readonly id: string;
+  readonly config: GuardConfig;
+  readonly monitor: LicenseMonitor;
+  readonly hooks: ServeHooks;
+  lastRequestAt: number;
+  idle = false;
+  private failures = 0;
+  private checking: Promise<void> | undefined;
+  /** The first check (or the first after idling), which requests may wait for. */
+  firstCheck: Promise<void> | undefined;
+  private readonly reportedHosts = new Set<string>();
+  private readonly closing = new AbortController();
+
+  constructor(
+    shared: GuardConfig,
+    credentials: PanelCredentials,
+    private readonly spreader: CheckSpreader,
+    events: EventEmitter,
+  ) {
+    const client = (shared.panels as NonNullable<GuardConfig['panels']>).clientFor(credentials);
+    this.id = client.panelId;
+    this.config = { ...shared, client, panelKey: client.panelId };
+    this.monitor = new LicenseMonitor(this.config);
+    this.lastRequestAt = shared.now();
+    const tag = { panel: this.id };
+    for (const name of ['change', 'lock', 'unlock'] as const) this.monitor.on(name, (change: ChangeEvent) => events.emit(name, { ...change, ...tag }));
+    this.monitor.on('error', (error: unknown) => {
+      if (events.listenerCount('error') > 0) events.emit('error', Object.assign(error instanceof Error ? error : new Error(String(error)), tag));
+      else shared.logger.warn(`panel-license-guard: panel ${this.id}: ${errorCodeOf(error)}: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    this.hooks = {
+      onUncheckedDomain: uncheckedDomainWarning(this.config, this.id),
+      onMisdirected: (req, licensed) => {
+        const host = req.hostname;
+        if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
+        this.reportedHosts.add(host);
+        this.monitor.report(
+          new Error(
+            `panel-license-guard: panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`,
+          ),
+        );
+      },
+    };
+  }
+
+  /** Checks now (concurrent calls share one check) and schedules the next: regular, or a retry. */
+  check(): Promise<void> {
+    this.checking ??= (async () => {
+      try {
+        const verdict = await this.config.client.checkLicense({ signal: this.closing.signal });
+        this.monitor.verdictReceived(verdict, this.config.now());
+        this.failures = 0;
+        if (!this.closing.signal.aborted) this.spreader.scheduleRegular(this.id);
+      } catch (error) {
+        this.monitor.checkFailed(error, this.config.now());
+        this.failures++;
+        const delay = retryDelay(this.failures, this.config.retryBaseMs, this.config.retryMaxMs, this.config.random);
+        if (!this.closing.signal.aborted) this.spreader.scheduleAt(this.id, this.config.now() + delay);
+      }
+    })().finally(() => {
+      this.checking = undefined;
+    });
+    return this.checking;
+  }
+
+  /** The verdict is too old to trust without asking again (idle past its grace). */
+  stale(now: number): boolean {
+    const { lastSuccessAt } = this.monitor.entry;
+    return lastSuccessAt !== null && now - lastSuccessAt > this.config.gracePeriodMs;
+  }
+
+  status(): LicenseStatus {
+    const entry = this.monitor.entry;
+    return {
+      state: entry.state,
+      reason: entry.snapshot.lock?.reason ?? entry.reason,
+      lastCheckAt: this.monitor.lastCheckAt,
+      lastSuccessAt: entry.lastSuccessAt,
+      nextCheckAt: this.spreader.nextAt(this.id) ?? null,
+      consecutiveFailures: this.failures,
+      graceEndsAt: this.monitor.graceEndsAt(),
+      clockOffsetMs: this.config.client.clockOffsetMs(),
+      lastError: this.monitor.lastFailure === null ? null : errorCodeOf(this.monitor.lastFailure),
+      store: 'none',
+      lastCheckBy: this.monitor.lastCheckBy,
+    };
+  }
+
+  close(): void {
+    this.closing.abort();
+    this.spreader.cancel(this.id);
+    void this.monitor.close();
+  }
+}

@@ -1,0 +1,85 @@
+// `panels` (many panels in one deployment, chosen by host): validation, and the per-panel client.
+import { createMotherClient, type MotherClient, panelIdOf } from '../client/mother-client.js';
+import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
+import type { LicenseGuardOptions } from './guard-options.js';
+import type { PanelCredentials } from './host-resolver.js';
+
+export interface PanelsOptions {
+  /**
+   * Credentials of the panel served at `host` (lower case, no port, no trailing dot), or null for
+   * an unknown host. Called at most once per host per `resolveTtlMs`; concurrent first requests
+   * share one call; never called on a request for a host already known. Required.
+   */
+  resolve: (host: string) => PanelCredentials | null | undefined | Promise<PanelCredentials | null | undefined>;
+  /** Panels kept in memory; the least recently used is evicted (and no longer checked). @default 10000 */
+  max?: number;
+  /** A panel with no request for this long stops being checked until its next request. @default 86400000 (24 h) */
+  idleMs?: number;
+  /** How long a host's answer is remembered. @default 300000 (5 min) */
+  resolveTtlMs?: number;
+  /** How long an unknown host (null, an error, a timeout) is remembered. @default 30000 */
+  unknownTtlMs?: number;
+  /** The longest a resolver call may take; then the host counts as unknown for `unknownTtlMs`. @default 5000 */
+  resolveTimeoutMs?: number;
+  /** Each panel is checked once per interval, at its own phase in it (spread evenly). @default 300000 (5 min) */
+  checkIntervalMs?: number;
+}
+
+export interface ResolvedPanels {
+  resolve: PanelsOptions['resolve'];
+  max: number;
+  idleMs: number;
+  resolveTtlMs: number;
+  unknownTtlMs: number;
+  resolveTimeoutMs: number;
+  checkIntervalMs: number;
+  /** A client for one panel, with the guard's `baseUrl`, `timeoutMs`, `allowInsecureHttp` and `fetch`. */
+  clientFor: (credentials: PanelCredentials) => MotherClient;
+  /** The `panelId` that panel's client will have. */
+  idOf: (credentials: PanelCredentials) => string;
+}
+
+const KEYS = ['resolve', 'max', 'idleMs', 'resolveTtlMs', 'unknownTtlMs', 'resolveTimeoutMs', 'checkIntervalMs'];
+/** Options that name one panel, or schedule one: meaningless with `panels`. */
+const SINGLE_PANEL = ['apiKey', 'apiSecret', 'client', 'stateFile', 'store', 'syncIntervalMs', 'schedule'] as const;
+
+export function resolvePanels(options: LicenseGuardOptions, problems: OptionProblems): ResolvedPanels | undefined {
+  const given = options.panels;
+  if (given === undefined) return undefined;
+  if (typeof given !== 'object' || given === null) {
+    problems.add(optionError('panels', 'must be an object', 'Pass { resolve: async (host) => ({ apiKey, apiSecret }) }.'));
+    return undefined;
+  }
+  for (const name of SINGLE_PANEL)
+    if (options[name] !== undefined)
+      problems.add(
+        optionError(
+          name,
+          'was given together with `panels`',
+          name === 'schedule' ? 'Use `panels.checkIntervalMs`.' : 'Each panel comes from `panels.resolve(host)`.',
+        ),
+      );
+  for (const name of Object.keys(given))
+    if (!KEYS.includes(name)) problems.add(optionError(`panels.${name}`, 'is not a panels option', `Use ${KEYS.join(', ')}.`));
+  const resolve = problems.check(() => optionalFunction<PanelsOptions['resolve']>('panels.resolve', given.resolve), undefined);
+  if (resolve === undefined) problems.add(optionError('panels.resolve', 'is required', 'Pass async (host) => ({ apiKey, apiSecret }) or null.'));
+  // A client with placeholder credentials checks `baseUrl` and the client options once, here.
+  const clientOptions = {
+    baseUrl: options.baseUrl as string,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+  };
+  const template = problems.check(() => createMotherClient({ ...clientOptions, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
+  return {
+    resolve: resolve ?? (() => null),
+    max: problems.check(() => positiveInteger('panels.max', given.max, 10_000, 1, 1_000_000), 1),
+    idleMs: problems.check(() => positiveInteger('panels.idleMs', given.idleMs, 24 * 3600_000), 1),
+    resolveTtlMs: problems.check(() => positiveInteger('panels.resolveTtlMs', given.resolveTtlMs, 300_000), 1),
+    unknownTtlMs: problems.check(() => positiveInteger('panels.unknownTtlMs', given.unknownTtlMs, 30_000), 1),
+    resolveTimeoutMs: problems.check(() => timerMs('panels.resolveTimeoutMs', given.resolveTimeoutMs, 5000), 1),
+    checkIntervalMs: problems.check(() => positiveInteger('panels.checkIntervalMs', given.checkIntervalMs, 300_000, 10_000), 300_000),
+    clientFor: ({ apiKey, apiSecret }) => createMotherClient({ ...clientOptions, apiKey, apiSecret }),
+    idOf: ({ apiKey }) => panelIdOf(template?.baseUrl ?? '', apiKey),
+  };
+}

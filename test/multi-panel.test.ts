@@ -1,0 +1,198 @@
+import http from 'node:http';
+import express from 'express';
+import request from 'supertest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createCheckSpreader } from '../src/guard/check-spreader.js';
+import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
+import type { MotherEmulator } from '../src/testing.js';
+import { silentLogger } from './guard-app.js';
+import { sleep, startEmulator, waitFor } from './helpers.js';
+
+// Three panels on one emulator, one deployment: each host its own key, branding and license.
+const PANELS = {
+  'beats.example': { apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', panel: { name: 'Beats', brand_color: '#112233', custom_domain: 'beats.example' } },
+  'labelx.example': {
+    apiKey: 'pk_labelx',
+    apiSecret: 'sk_labelx_0123456789',
+    panel: { name: 'Label X', brand_color: '#445566', custom_domain: 'labelx.example' },
+  },
+  'acme.example': { apiKey: 'pk_acme', apiSecret: 'sk_acme_0123456789', panel: { name: 'Acme', brand_color: '#778899', custom_domain: 'acme.example' } },
+} as const;
+type Host = keyof typeof PANELS;
+
+let emulator: MotherEmulator;
+beforeAll(async () => {
+  emulator = await startEmulator(Object.values(PANELS).map(({ apiKey, apiSecret, panel }) => ({ apiKey, apiSecret, active: true, panel })));
+});
+afterAll(() => emulator.close());
+const guards: LicenseGuard[] = [];
+afterEach(async () => {
+  await Promise.all(guards.splice(0).map((guard) => guard.close()));
+  for (const { apiKey } of Object.values(PANELS)) emulator.setPanel(apiKey, { active: true });
+  emulator.reset();
+});
+
+function deployment(
+  options: Partial<LicenseGuardOptions> = {},
+  resolve = vi.fn(async (host: string) => (PANELS[host as Host] ?? null) && { ...PANELS[host as Host] }),
+) {
+  const guard = licenseGuard({ baseUrl: emulator.url, panels: { resolve }, apiPrefix: '/api', allow: ['/healthz'], logger: silentLogger, ...options });
+  guards.push(guard);
+  const app = express();
+  app.use(guard);
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true });
+  });
+  app.get('/api/me', (_req, res) => {
+    res.json({ name: res.locals.branding.name, state: res.locals.license.state });
+  });
+  app.get('/', (_req, res) => {
+    res.send(`<h1>${res.locals.branding.name}</h1>`);
+  });
+  return { app, guard, resolve };
+}
+const checksBy = (apiKey: string) => emulator.requests.filter((r) => r.endpoint === 'license.php' && r.apiKey === apiKey).length;
+
+describe('licenseGuard({ panels })', () => {
+  it('serves each host with its own branding and license, and a lock on one leaves the others serving', async () => {
+    const { app, guard } = deployment();
+    for (const host of Object.keys(PANELS) as Host[])
+      expect((await request(app).get('/api/me').set('Host', host).expect(200)).body).toEqual({ name: PANELS[host].panel.name, state: 'active' });
+    emulator.setPanel('pk_labelx', { active: false, reason: 'Unpaid' });
+    expect(await guard.refresh('labelx.example')).toBe('locked');
+    await request(app).get('/').set('Host', 'labelx.example').expect(503);
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    expect(guard.status('labelx.example')).toMatchObject({ state: 'locked', reason: 'Unpaid' });
+    expect(guard.status('beats.example')).toMatchObject({ state: 'active' });
+    // Each panel's check went out with its own key only.
+    for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBeGreaterThan(0);
+    expect(emulator.requests.every((r) => r.status === 200)).toBe(true);
+  });
+
+  it('answers 404 for an unknown or malformed host, without a mother call, and remembers it', async () => {
+    const { app, resolve } = deployment();
+    const page = await request(app).get('/').set('Host', 'nobody.example').expect(404);
+    expect(page.text).toContain('There is no panel at this address.');
+    const api = await request(app).get('/api/me').set('Host', 'nobody.example').expect(404);
+    expect(api.body).toMatchObject({ ok: false, error: 'UNKNOWN_HOST' });
+    await request(app).get('/').set('Host', 'bad host!').expect(404);
+    expect(resolve.mock.calls.map(([host]) => host)).toEqual(['nobody.example']);
+    expect(emulator.requests).toHaveLength(0);
+  });
+
+  it('calls the resolver and the mother once for 1,000 concurrent first requests, whatever the spelling', async () => {
+    const { app, resolve } = deployment();
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((ready) => server.once('listening', ready));
+    const { port } = server.address() as { port: number };
+    try {
+      const spellings = ['acme.example', 'ACME.example', 'acme.example.'];
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 200 });
+      const get = (host: string) =>
+        new Promise<number>((resolve, reject) => {
+          http
+            .get({ host: '127.0.0.1', port, path: '/api/me', agent, headers: { host: `${host}:${port}` } }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            })
+            .on('error', reject);
+        });
+      const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => get(spellings[i % 3] as string)));
+      agent.destroy();
+      expect(new Set(answers)).toEqual(new Set([200]));
+    } finally {
+      server.close();
+    }
+    expect(resolve).toHaveBeenCalledTimes(1);
+    expect(checksBy('pk_acme')).toBe(1);
+  });
+
+  it('bounds a resolver that throws or hangs, and reports it', async () => {
+    const resolve = async (host: string): Promise<null> => {
+      if (host === 'throws.example') throw new Error('tenant database down');
+      return new Promise<null>(() => {});
+    };
+    const { app, guard } = deployment({ panels: { resolve, resolveTimeoutMs: 200 } });
+    const errors: string[] = [];
+    guard.on('error', (error) => errors.push((error as Error).message));
+    await request(app).get('/').set('Host', 'throws.example').expect(404);
+    await request(app).get('/').set('Host', 'hangs.example').expect(404);
+    expect(errors).toEqual([expect.stringMatching(/tenant database down/), expect.stringMatching(/did not answer for hangs.example within 200 ms/)]);
+  });
+
+  it('evicts the least recently used panel beyond `max`, and checks it again when it returns', async () => {
+    const { app, guard } = deployment({ panels: { resolve: async (host) => PANELS[host as Host] ?? null, max: 2 } });
+    for (const host of ['beats.example', 'labelx.example', 'acme.example']) await request(app).get('/').set('Host', host).expect(200);
+    expect(guard.status('beats.example')).toBeUndefined();
+    expect(guard.status('acme.example')?.state).toBe('active');
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    expect(checksBy('pk_beats')).toBe(2);
+  });
+
+  it('checks each panel once per interval while it gets requests, stops when idle, and checks again on its return', { timeout: 20_000 }, async () => {
+    let offset = 0;
+    const { app, guard } = deployment({
+      now: () => Date.now() + offset,
+      panels: { resolve: async (host) => PANELS[host as Host] ?? null, checkIntervalMs: 10_000, idleMs: 60_000 },
+    });
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    expect(checksBy('pk_acme')).toBe(1);
+    const next = guard.status('acme.example')?.nextCheckAt as number;
+    expect(next - (Date.now() + offset)).toBeGreaterThanOrEqual(4_000);
+    offset += 16_000; // past the next phase: a regular check
+    await waitFor(() => checksBy('pk_acme') === 2, 'the regular check');
+    offset += 120_000; // no request for two minutes: idle
+    await sleep(2500);
+    expect(checksBy('pk_acme')).toBe(2);
+    expect(guard.status('acme.example')?.nextCheckAt).toBeNull();
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    await waitFor(() => checksBy('pk_acme') === 3, 'the check on return');
+  });
+
+  it('refuses single-panel options and names bad ones', () => {
+    const base = { baseUrl: emulator.url, panels: { resolve: () => null } };
+    expect(() => licenseGuard({ ...base, apiKey: 'pk' })).toThrow(/`apiKey` was given together with `panels`/);
+    expect(() => licenseGuard({ ...base, schedule: '* * * * *' })).toThrow(/`schedule` was given together with `panels`.*checkIntervalMs/);
+    expect(() => licenseGuard({ baseUrl: emulator.url, panels: {} as never })).toThrow(/`panels.resolve` is required/);
+    expect(() => licenseGuard({ ...base, panels: { resolve: () => null, maxPanels: 3 } as never })).toThrow(/`panels.maxPanels` is not a panels option/);
+    expect(() => licenseGuard({ ...base, baseUrl: 'ftp://x' })).toThrow(/baseUrl/);
+  });
+});
+
+describe('the check spreader', () => {
+  it('spreads 10,000 panels evenly over the interval and caps a burst of retries', () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    try {
+      const runs: number[] = [];
+      const ids = Array.from({ length: 10_000 }, (_, i) => `panel-${i}`);
+      const spreader = createCheckSpreader({ intervalMs: 300_000, now: Date.now, count: () => ids.length, run: () => runs.push(Date.now()) });
+      for (const id of ids) spreader.scheduleRegular(id);
+      // The first regular check of each falls in (150 s, 450 s]: half an interval at least from now.
+      vi.advanceTimersByTime(451_000);
+      expect(runs).toHaveLength(10_000);
+      const perSecond = new Map<number, number>();
+      for (const at of runs) perSecond.set(Math.floor(at / 1000), (perSecond.get(Math.floor(at / 1000)) ?? 0) + 1);
+      // The even rate is 33.3 a second; the hash-chosen phases come within a small factor of it.
+      expect(Math.max(...perSecond.values())).toBeLessThanOrEqual(70);
+      // Every retry due in the same second (a mother outage): at most twice the even rate start.
+      runs.length = 0;
+      for (const id of ids) spreader.scheduleAt(id, Date.now() + 1000);
+      vi.advanceTimersByTime(2000);
+      expect(runs.length).toBeLessThanOrEqual(2 * 67);
+      expect(spreader.peakPerSecond()).toBeLessThanOrEqual(67);
+      spreader.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('stops checking an idle panel (no timer keeps running for it)', async () => {
+    const ran = vi.fn();
+    const spreader = createCheckSpreader({ intervalMs: 10_000, now: Date.now, count: () => 1, run: ran });
+    spreader.scheduleAt('p', Date.now());
+    await sleep(1100);
+    expect(ran).toHaveBeenCalledTimes(1);
+    expect(spreader.nextAt('p')).toBeUndefined();
+    spreader.close();
+  });
+});
