@@ -77,6 +77,15 @@ describe.each(EXPRESS_VERSIONS)('licensed domains on %s', (_name, express) => {
     await request(proxied.app).get('/dashboard').set('Host', 'panel.example').set('X-Forwarded-Host', 'copied.example').expect(421);
   });
 
+  it('redirects only to http or https on the licensed host, whatever a trusted proxy says the scheme was', async () => {
+    const { app } = await started({ domains: 'redirect' });
+    app.set('trust proxy', 'loopback');
+    for (const proto of ['https://evil.example/#', '//evil.example/?', 'https'])
+      expect((await request(app).get('/a').set('Host', 'old.example').set('X-Forwarded-Proto', proto).expect(308)).headers.location).toBe(
+        'https://panel.example/a',
+      );
+  });
+
   it('shows the lock page, not 421, when the license is locked', async () => {
     emulator.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
     const { app } = await started({ domains: 'enforce' });

@@ -7,7 +7,7 @@ import type { DeliveredEvent } from '../src/outbox/events.js';
 import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
 import type { OutboxStore } from '../src/outbox/store.js';
-import { clientFor, failure, startEmulator, waitFor } from './helpers.js';
+import { clientFor, failure, sleep, startEmulator, waitFor } from './helpers.js';
 
 // Duplicates outside the stated guarantee (no crash, no lost answer) must be impossible.
 let emulator: MotherEmulator;
@@ -86,6 +86,36 @@ describe('the release outbox', () => {
     // With the default 60 s lease, a row leased to itself again would miss this deadline.
     await outbox.drain({ signal: AbortSignal.timeout(5000) });
     expect(titles()).toEqual(['Other', 'v1', 'v2']);
+  });
+
+  it('starts a release enqueued while a claim is under way at once, not at the next poll', async () => {
+    const store = createMemoryOutboxStore();
+    const slowClaims: OutboxStore = {
+      ...store,
+      claimDue: async (request) => {
+        await sleep(40);
+        return store.claimDue(request);
+      },
+    };
+    const t0 = Date.now();
+    const started: Record<string, number> = {};
+    const client = {
+      timeoutMs: 1000,
+      async pushSerializedRelease(body: string) {
+        started[JSON.parse(body).release.title] = Date.now() - t0;
+        await sleep(1500);
+        return { ok: true as const, release_id: 1 };
+      },
+    };
+    const outbox = createReleaseOutbox({ client, store: slowClaims, concurrency: 4, pollIntervalMs: 1000, logger: { warn: vi.fn(), error: vi.fn() } });
+    opened.push(outbox);
+    await sleep(60); // the start-up claim is over: the worker is idle
+    await outbox.enqueue({ title: 'r1' });
+    await sleep(10); // r1's claim is under way
+    await outbox.enqueue({ title: 'r2' });
+    await waitFor(() => started.r2 !== undefined, 'r2 to start');
+    // Three slots were free: r2 waits for a claim (40 ms), not for the next poll (1 s).
+    expect((started.r2 as number) - (started.r1 as number)).toBeLessThan(500);
   });
 
   it('records a 2xx it cannot parse as delivered and never sends it again', async () => {

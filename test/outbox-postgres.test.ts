@@ -4,6 +4,7 @@ import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
+import type { ClaimedRow } from '../src/outbox/store.js';
 import { postgresOutboxStore } from '../src/postgres.js';
 import { clientFor, sleep, startEmulator, waitFor } from './helpers.js';
 import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
@@ -200,6 +201,35 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when a caller’s transaction changes a row back while it is delivered and re-uploaded elsewhere', () => {
+    it('never queues content the mother already holds', async () => {
+      const table = freshTable();
+      const [worker, panel, other] = [newPool(), newPool(), newPool()].map((pool) => postgresOutboxStore({ pool, schema, table }));
+      await panel?.migrate();
+      const callerPool = newPool();
+      const N = { body: '{"v":"N"}', contentHash: 'hash-N' };
+      const M = { body: '{"v":"M"}', contentHash: 'hash-M' };
+      for (let round = 0; round < 40; round++) {
+        const track = `back-${round}`;
+        await other?.enqueue({ remoteTrackId: track, ...N }, 1000);
+        const [claim] = (await worker?.claimDue({ owner: 'w', limit: 1, nowMs: 2000, leaseMs: 600_000 })) ?? [];
+        await other?.enqueue({ remoteTrackId: track, ...M }, 2100); // replaced while N is in flight
+        const tx = await callerPool.connect();
+        await tx.query('BEGIN');
+        await panel?.enqueue({ remoteTrackId: track, ...N }, 2200, { transaction: tx }); // back to N, not committed yet
+        const reupload = other?.enqueue({ remoteTrackId: track, ...N }, 2300);
+        await sleep(30);
+        const settled = worker?.settle(claim as ClaimedRow, 'w', { kind: 'delivered', releaseId: 7 }, 2400); // the mother took N
+        await sleep(30);
+        await tx.query('COMMIT');
+        tx.release();
+        await Promise.all([reupload, settled]);
+        const rows = await admin.query(`SELECT state, content_hash FROM "${schema}"."${table}" WHERE remote_track_id = $1 ORDER BY id`, [track]);
+        expect(rows.rows).toEqual([{ state: 'delivered', content_hash: 'hash-N' }]);
+      }
+    });
+  });
+
   describe('with hosts whose clocks disagree', () => {
     it("reckons leases on the database's clock: a host running 10 minutes ahead cannot take one over early", async () => {
       const table = freshTable();
@@ -225,7 +255,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       await admin.query(`DROP INDEX "${schema}"."${table}_pending"`);
       await admin.query(`DROP SEQUENCE "${schema}"."${table}_deliveries"`);
       await admin.query(`ALTER TABLE ${names} DROP COLUMN history_of`);
-      await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version = 2`);
+      await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version >= 2`);
       await admin.query(`INSERT INTO ${names} (remote_track_id, body, content_hash, state, next_attempt_at, created_at, updated_at)
         VALUES ('t1', '{"v":2}', 'v2', 'pending', 1000, 1000, 1000)`);
       const reader = postgresOutboxStore({ pool: newPool(), schema, table });
@@ -240,11 +270,11 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         { id: 2, state: 'pending', body: '{"v":2}' },
       ]);
       versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-      expect(versions.rows.map((r) => r.version)).toEqual([1, 2]);
-      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (3, 0)`);
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3]);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (4, 0)`);
       await expect(
         postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
-      ).rejects.toThrow(/schema v3, written by a newer version/);
+      ).rejects.toThrow(/schema v4, written by a newer version/);
     });
   });
 

@@ -86,6 +86,26 @@ describe('retention', () => {
     expect((await outbox.stats()).delivered).toBe(0);
   });
 
+  it('ends a pass under way when the outbox closes, between two batches', async () => {
+    const store = createMemoryOutboxStore();
+    for (let i = 0; i < 40; i++) await deliveredLongAgo(store, `Old ${i}`, undefined, 40);
+    const slow = {
+      ...store,
+      prune: async (request: Parameters<NonNullable<OutboxStore['prune']>>[0]) => {
+        const started = Date.now();
+        while (Date.now() - started < 20); // a batch that takes 20 ms: the rest after it does too
+        return (store.prune as NonNullable<OutboxStore['prune']>)(request);
+      },
+    };
+    const outbox = createReleaseOutbox({ client, store: slow, autoStart: false, retention: { batchSize: 1 } });
+    const pass = outbox.prune();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await outbox.close();
+    const deleted = await pass;
+    expect(deleted).toBeGreaterThan(0);
+    expect(deleted).toBeLessThan(40);
+  });
+
   it('reports a failing pass as an error, once per interval', async () => {
     const store = createMemoryOutboxStore();
     const failing = { ...store, prune: () => Promise.reject(new Error('database is down')) };

@@ -45,7 +45,9 @@ export function sendDomainResponse(req: Request, res: Response, config: GuardCon
   if (config.domains.mode === 'redirect' && !json && (req.method === 'GET' || req.method === 'HEAD')) {
     // The path is the request's own; the host is the licensed one, so this cannot redirect off-site.
     const path = req.originalUrl.startsWith('/') ? req.originalUrl : `/${req.originalUrl}`;
-    res.status(308).setHeader('Location', `${req.protocol}://${target}${path}`);
+    // `req.protocol` may come from a trusted proxy's X-Forwarded-Proto: only its two sane values.
+    const scheme = req.protocol === 'http' ? 'http' : 'https';
+    res.status(308).setHeader('Location', `${scheme}://${target}${path}`);
     res.end();
     return;
   }

@@ -16,7 +16,10 @@ export interface OutboxStats {
   pending: number;
   delivered: number;
   dead: number;
-  /** Pushes this instance has in flight right now (at most `concurrency`). */
+  /**
+   * Deliveries this instance has under way: pushes (at most `concurrency`) and outcomes still
+   * being recorded (at most `concurrency` more).
+   */
   inFlight: number;
   /** Epoch ms until which this worker holds off after failures (mother down, 401, Retry-After). */
   pausedUntil: number | undefined;

@@ -50,7 +50,7 @@ function isConnectionError(error: Error): boolean {
   return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
@@ -105,27 +105,31 @@ function migrationV1({ table, bare, schema }: TableNames): string[] {
   ];
 }
 
+/** v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id). */
+function migrationV2({ table }: TableNames): string[] {
+  return [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`];
+}
+
 /**
- * v2: `history_of` marks a delivered payload kept after its row took a newer one (the row's id);
- * a unique index keeps one pending row per track, which lets enqueues run without a lock; a
+ * v3: a unique index keeps one pending row per track, which lets enqueues run without a lock; a
  * sequence orders deliveries (a per-track MAX + 1 could tie between two unlocked settles).
- * Version 1 could hold two pending rows of one track (a requeued older release): the older one
- * is marked dead first, saying why, since the newer content is what the mother must end with.
+ * Earlier versions could hold two pending rows of one track (a requeued older release): the
+ * older one is marked dead first, saying why, since the newer content is what the mother must
+ * end with. Every step is idempotent.
  */
-function migrationV2({ table, bare, deliveries }: TableNames): string[] {
+function migrationV3({ table, bare, deliveries }: TableNames): string[] {
   return [
-    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS history_of BIGINT`,
     `UPDATE ${table} AS older SET state = 'dead', lease_owner = NULL, lease_expires_at = NULL,
       last_error = 'Superseded by a newer release of the same track when the outbox table was upgraded (only the newest is sent).'
       WHERE state = 'pending' AND remote_track_id IS NOT NULL AND EXISTS (
         SELECT 1 FROM ${table} AS newer WHERE newer.remote_track_id = older.remote_track_id AND newer.state = 'pending' AND newer.id > older.id)`,
     `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_pending" ON ${table} (remote_track_id) WHERE state = 'pending'`,
     `CREATE SEQUENCE IF NOT EXISTS ${deliveries}`,
-    `SELECT setval('${deliveries}', (SELECT COALESCE(MAX(delivered_seq), 0) + 1 FROM ${table}), false)`,
+    `SELECT setval('${deliveries}', GREATEST((SELECT COALESCE(MAX(delivered_seq), 0) + 1 FROM ${table}), nextval('${deliveries}')), false)`,
   ];
 }
 
-const MIGRATIONS = [migrationV1, migrationV2];
+const MIGRATIONS = [migrationV1, migrationV2, migrationV3];
 
 /** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
 export function privilegeError(names: TableNames, error: unknown): Error {

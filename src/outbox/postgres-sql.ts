@@ -49,12 +49,12 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending'`,
     // The common case in one statement: a new or changed track. It inserts only when planEnqueue
     // would ('insert': no pending row, and the latest delivery differs), otherwise returns no row
-    // and the rules run on what is read. A pending row with the same content, even one being
-    // delivered right now, declines it: the insert would otherwise wait for that delivery to
-    // commit and then queue the same content again.
+    // and the rules run on what is read. Any pending row in the snapshot declines it: its WHERE is
+    // judged once, on the snapshot, so an insert that waited for that row's delivery (or for a
+    // transaction changing it) would queue content the mother may already hold.
     insertIfNew: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       SELECT $1, $2, $3, 'pending', 0, $4, $4, $4
-      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE remote_track_id = $1 AND state = 'pending' AND content_hash = $3)
+      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE remote_track_id = $1 AND state = 'pending')
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
       ON CONFLICT (remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,

@@ -68,7 +68,7 @@ export interface RetentionRunner {
   /** Schedules passes every `intervalMs` (unref'd timer: never keeps the process alive). */
   start(): void;
   /** Runs one whole pass now (or joins the one running); resolves with the rows deleted. */
-  runPass(): Promise<number>;
+  runPass(background?: boolean): Promise<number>;
   /** Stops scheduling, and ends a running pass after its current batch. */
   stop(): Promise<void>;
 }
@@ -82,7 +82,11 @@ export function createRetentionRunner(store: OutboxStore, policy: ResolvedRetent
     events.emit('error', { error: error instanceof Error ? error : new Error(String(error)), id: undefined, remoteTrackId: undefined }),
   );
 
-  async function pass(): Promise<number> {
+  /** Ends the rest between two batches at once when stop() is called. */
+  const stopping = new AbortController();
+
+  /** `background`: its rests never keep the process alive (a caller awaiting prune() does). */
+  async function pass(background: boolean): Promise<number> {
     if (!prune) return 0;
     const startedAt = now();
     // `Infinity` keeps rows forever: a cutoff before any row (and one every store can take).
@@ -100,14 +104,16 @@ export function createRetentionRunner(store: OutboxStore, policy: ResolvedRetent
       afterId = step.lastId;
       // Half the time at most: rest as long as the batch took, so enqueues and claims keep their
       // pace during a pass (a pass has no deadline; the rows wait a little longer).
-      await sleep(Math.min(MAX_REST_MS, Math.max(1, performance.now() - batchStarted)), undefined, { ref: false });
+      const restMs = Math.min(MAX_REST_MS, Math.max(1, performance.now() - batchStarted));
+      const rested = await sleep(restMs, true, { ref: !background, signal: stopping.signal }).catch(() => false);
+      if (!rested) break;
     }
     if (deleted > 0) events.emit('pruned', { deleted, durationMs: now() - startedAt });
     return deleted;
   }
 
-  function runPass(): Promise<number> {
-    running ??= pass().finally(() => {
+  function runPass(background = false): Promise<number> {
+    running ??= pass(background).finally(() => {
       running = undefined;
     });
     return running;
@@ -116,7 +122,7 @@ export function createRetentionRunner(store: OutboxStore, policy: ResolvedRetent
   function schedule(): void {
     if (stopped || !prune) return;
     timer = setTimeout(() => {
-      runPass()
+      runPass(true)
         .then(
           () => trouble.recovered(),
           (error: unknown) => trouble.report(error),
@@ -133,6 +139,7 @@ export function createRetentionRunner(store: OutboxStore, policy: ResolvedRetent
     runPass,
     async stop() {
       stopped = true;
+      stopping.abort();
       clearTimeout(timer);
       await running?.catch(() => {});
     },

@@ -55,6 +55,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   /** Claims under way, and the slots each has reserved: a freed slot never waits for another slot's claim. */
   const claiming = new Set<Promise<void>>();
   let reserved = 0;
+  /** A kick found every free slot reserved by a claim under way: that claim looks once more. */
+  let lookAgain = false;
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
   let keepAlive = false;
@@ -101,8 +103,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // A slot is free once its push has answered: the next row is claimed while the outcome is
       // recorded (a round trip the slot would otherwise sit idle for). Outcomes being recorded are
       // bounded too, at `concurrency` more, so a slow store cannot pile them up.
-      const free = Math.min(config.concurrency - pushing, 2 * config.concurrency - inFlight.size) - reserved;
-      if (free <= 0) return;
+      const open = Math.min(config.concurrency - pushing, 2 * config.concurrency - inFlight.size);
+      const free = open - reserved;
+      if (free <= 0) {
+        // The claim under way may have read the store before the row this kick is about was
+        // committed: it must look again rather than leave the slots idle until the next poll.
+        if (open > 0) lookAgain = true;
+        return;
+      }
       reserved += free;
       let batch: ClaimedRow[];
       try {
@@ -118,7 +126,10 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // Rows claimed as stop() began are still sent: stop() waits for them rather than leave leases behind.
       const fresh = batch.filter((row) => !sending.has(row.id));
       for (const row of fresh) startDelivery(row);
-      if (batch.length < free || fresh.length === 0) return;
+      if (batch.length < free || fresh.length === 0) {
+        if (!lookAgain) return;
+        lookAgain = false;
+      }
     }
   }
 
