@@ -149,6 +149,20 @@ describe('licenseGuard({ panels })', () => {
     await waitFor(() => checksBy('pk_acme') === 3, 'the check on return');
   });
 
+  it('refuses and reports a host the resolver maps to a panel whose license names other domains', async () => {
+    const copied = async (host: string) => (host === 'copy.example' ? PANELS['beats.example'] : (PANELS[host as Host] ?? null));
+    const { app, guard } = deployment({ domains: 'enforce', panels: { resolve: copied } });
+    const errors: { message: string; panel?: string }[] = [];
+    guard.on('error', (error) => errors.push(error as { message: string; panel?: string }));
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    await request(app).get('/').set('Host', 'copy.example').expect(421);
+    await request(app).get('/').set('Host', 'copy.example').expect(421);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.message).toMatch(/asked for at copy.example, which its license does not name \(licensed: beats.example\)/);
+    expect(errors[0]?.panel).toMatch(/^[0-9a-f]{32}$/);
+    expect(JSON.stringify(errors)).not.toContain('pk_beats');
+  });
+
   it('refuses single-panel options and names bad ones', () => {
     const base = { baseUrl: emulator.url, panels: { resolve: () => null } };
     expect(() => licenseGuard({ ...base, apiKey: 'pk' })).toThrow(/`apiKey` was given together with `panels`/);
