@@ -7,6 +7,7 @@ import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureOutbox } from './outbox.js';
 import { measurePostgresOutbox } from './outbox-postgres.js';
+import { measurePanels } from './panels.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
 import { postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
@@ -29,6 +30,7 @@ const SETTINGS = quick
       memory: { first: 1000, total: 5000, connections: 32 },
       cluster: { flips: 4, slotSeconds: 3 },
       postgres: { rounds: 1, count: 100, concurrency: 4 },
+      panels: { count: 1000, rounds: 1 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -38,6 +40,7 @@ const SETTINGS = quick
       memory: { first: 1000, total: 50_000, connections: 32 },
       cluster: { flips: 40, slotSeconds: 10 },
       postgres: { rounds: 5, count: 500, concurrency: 4 },
+      panels: { count: 10_000, rounds: 5 },
     };
 
 const log = (line) => console.error(line);
@@ -82,6 +85,7 @@ async function main() {
       ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
+      ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();

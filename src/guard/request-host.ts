@@ -15,7 +15,8 @@ export function canonicalHost(value: unknown): string | undefined {
   let host = value.toLowerCase();
   if (host.endsWith('.') && !host.endsWith('..')) host = host.slice(0, -1);
   if (IPV4.test(host) || IPV6.test(host)) return host;
-  return LABELS.test(host) && !/^\d+$/.test(host.split('.').at(-1) ?? '') ? host : undefined;
+  // A dotted name whose last label is all digits is a malformed address, not a name.
+  return LABELS.test(host) && !/(?:^|\.)\d+$/.test(host) ? host : undefined;
 }
 
 /**
@@ -23,5 +24,17 @@ export function canonicalHost(value: unknown): string | undefined {
  * `X-Forwarded-Host` only when the app's `trust proxy` setting trusts the peer that sent it.
  */
 export function requestHost(req: Request): string | undefined {
-  return canonicalHost(req.hostname);
+  const raw = req.hostname;
+  if (typeof raw !== 'string') return undefined;
+  // A few spellings of a few hosts arrive over and over: parsed once each (bounded, then reset).
+  let known = seen.get(raw);
+  if (known === undefined) {
+    if (seen.size >= MAX_SEEN) seen.clear();
+    known = canonicalHost(raw) ?? null;
+    seen.set(raw, known);
+  }
+  return known ?? undefined;
 }
+
+const MAX_SEEN = 50_000;
+const seen = new Map<string, string | null>();

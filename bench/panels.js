@@ -1,0 +1,93 @@
+// Figure 8: many panels by host. The guard's work per call with 10,000 panels cached vs the
+// single-panel guard (called directly, as in figure 1b), and heap per cached panel.
+
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { licenseGuard } from 'panel-license-guard';
+import { createMotherEmulator } from 'panel-license-guard/testing';
+import { fmt, median, round } from './stats.js';
+
+const CALLS = 1_000_000;
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
+
+function heapAfterGc() {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Nanoseconds per call, cycling through `reqs` (one per host), each on a fresh `res.locals`. */
+function nsPerCall(middleware, reqs) {
+  let calls = 0;
+  const next = () => {
+    calls++;
+  };
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < CALLS; i++) middleware(reqs[i % reqs.length], { locals: Object.create(null) }, next);
+  const ns = Number(process.hrtime.bigint() - start) / CALLS;
+  if (calls !== CALLS) throw new Error('a middleware did not call next() synchronously: a panel was not cached');
+  return ns;
+}
+
+const requestFor = (host) => ({ url: '/', originalUrl: '/', method: 'GET', headers: { host }, hostname: host });
+
+export async function measurePanels({ count, rounds, log }) {
+  const panels = Array.from({ length: count }, (_, i) => ({
+    apiKey: `pk_bench_${i}`,
+    apiSecret: `sk_bench_secret_${i}`,
+    active: true,
+    panel: { name: `Panel ${i}` },
+  }));
+  const emulator = await createMotherEmulator({ panels });
+  const byHost = new Map(panels.map((panel, i) => [`panel-${i}.bench.example`, panel]));
+  const single = licenseGuard({ baseUrl: emulator.url, apiKey: panels[0].apiKey, apiSecret: panels[0].apiSecret, schedule: '0 0 1 1 *', jitterMs: 0 });
+  const before = heapAfterGc();
+  const many = licenseGuard({ baseUrl: emulator.url, panels: { resolve: (host) => byHost.get(host) ?? null, max: count } });
+  try {
+    if ((await single.start()) !== 'active') throw new Error('the single-panel bench guard is not active');
+    const reqs = [...byHost.keys()].map(requestFor);
+    log(`  panels: ${count} panels on an in-process emulator; first requests (one license check each)…`);
+    for (let i = 0; i < reqs.length; i += 100)
+      await Promise.all(
+        reqs.slice(i, i + 100).map((req) => new Promise((resolve) => many(req, { locals: {}, setHeader() {}, status() {}, end: resolve }, resolve))),
+      );
+    const perPanelBytes = (heapAfterGc() - before) / count;
+    const singleReqs = [requestFor('panel-0.bench.example')];
+    const manyNs = [];
+    const singleNs = [];
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 === 0 ? ['many', 'single'] : ['single', 'many'];
+      for (const name of order) (name === 'many' ? manyNs : singleNs).push(name === 'many' ? nsPerCall(many, reqs) : nsPerCall(single, singleReqs));
+      log(`    round ${r + 1}/${rounds}: ${count} panels ${fmt(manyNs.at(-1), 1)} ns, single panel ${fmt(singleNs.at(-1), 1)} ns per call`);
+    }
+    const ratio = median(manyNs.map((ns, i) => ns / singleNs[i]));
+    return [
+      {
+        id: 'panels-handler',
+        figure: `8. Many panels: the guard's work per call with ${fmt(count)} panels cached vs the single-panel guard`,
+        measured: `${fmt(median(manyNs), 1)} ns`,
+        baseline: `${fmt(median(singleNs), 1)} ns single panel`,
+        ratio: round(ratio, 3),
+        target: 'report',
+        met: null,
+        raw: { calls: CALLS, manyNs, singleNs },
+      },
+      {
+        id: 'panels-heap',
+        figure: '8. Many panels: heap per cached panel',
+        measured: `${fmt(perPanelBytes / 1024, 1)} KiB per panel`,
+        baseline: `${fmt(count)} panels`,
+        ratio: null,
+        target: 'report',
+        met: null,
+        raw: { perPanelBytes, count },
+      },
+    ];
+  } finally {
+    await many.close();
+    await single.close();
+    await emulator.close();
+  }
+}
