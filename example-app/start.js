@@ -5,6 +5,7 @@ import { createServer } from 'node:http';
 import { createMotherEmulator } from 'panel-license-guard/testing';
 import { createPanelApp } from './app.js';
 import { clusterRequested, runClusterWorker, startClusterPrimary } from './cluster.js';
+import { createPanelsApp, DEMO_TENANTS } from './panels.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const emulatorPort = Number(process.env.EMULATOR_PORT ?? 4010);
@@ -19,6 +20,7 @@ function portInUse(error, which, variable, value) {
 const demo = { apiKey: 'demo_panel_key', apiSecret: 'demo_panel_secret_change_me' };
 
 async function main() {
+  if (process.argv.includes('--panels') || process.env.PANELS === '1') return runPanels();
   let emulator;
   let config;
   if (process.env.MOTHER_BASE_URL) {
@@ -135,6 +137,48 @@ async function runCluster({ config, emulator, outboxFile }) {
   console.log(`  licenses: ${primary.states.join(', ')}`);
   console.log(`  which worker answered, and what it knows: curl -s http://127.0.0.1:${port}/healthz`);
   printDemoLines(emulator);
+}
+
+/** Many panels by host: three demo panels on the emulator, one deployment on `port`. */
+async function runPanels() {
+  const emulator = await createMotherEmulator({
+    port: emulatorPort,
+    panels: Object.entries(DEMO_TENANTS).map(([host, { apiKey, apiSecret, panel }]) => ({
+      apiKey,
+      apiSecret,
+      active: true,
+      panel: { ...panel, custom_domain: host },
+    })),
+  }).catch((error) => {
+    throw portInUse(error, 'mother emulator', 'EMULATOR_PORT', emulatorPort);
+  });
+  const panels = createPanelsApp({ baseUrl: emulator.url });
+  panels.guard.on('lock', ({ panel, reason }) => console.log(`[license] panel ${panel} locked: ${reason}`));
+  panels.guard.on('unlock', ({ panel }) => console.log(`[license] panel ${panel} unlocked`));
+  const server = createServer(panels.app);
+  await new Promise((resolve, reject) => {
+    server.once('error', (error) => reject(portInUse(error, 'panel', 'PORT', port)));
+    server.listen(port, '127.0.0.1', resolve);
+  }).catch(async (error) => {
+    await emulator.close();
+    throw error;
+  });
+  const stop = async () => {
+    server.close();
+    await panels.close();
+    await emulator.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  exitWithParent(stop);
+  console.log('\nOne deployment, three panels (browsers resolve *.localhost to this machine):');
+  for (const host of Object.keys(DEMO_TENANTS)) console.log(`  http://${host}:${port}/`);
+  console.log(`  or: curl -s -H 'Host: beats.localhost' http://127.0.0.1:${port}/api/status`);
+  const admin = `${emulator.adminUrl}/panels/${DEMO_TENANTS['labelx.localhost'].apiKey}`;
+  console.log(`\nLock one of them (the others keep serving; it notices at its next check):`);
+  console.log(`  curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
+  console.log('\nCtrl-C to stop.');
 }
 
 const run = cluster.isWorker ? runClusterWorker : main;

@@ -1,0 +1,39 @@
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { createPanelsApp } from '../example-app/panels.js';
+import type { MotherEmulator } from '../src/testing.js';
+import { silentLogger } from './guard-app.js';
+import { startEmulator } from './helpers.js';
+
+// The example's multi-panel mode (`npm start -- --panels`), built on the published package (dist/).
+let emulator: MotherEmulator;
+let panels: ReturnType<typeof createPanelsApp>;
+let tenants: typeof import('../example-app/panels.js').DEMO_TENANTS;
+beforeAll(async () => {
+  const example = await import('../example-app/panels.js');
+  tenants = example.DEMO_TENANTS;
+  emulator = await startEmulator(
+    Object.entries(tenants).map(([host, { apiKey, apiSecret, panel }]) => ({ apiKey, apiSecret, active: true, panel: { ...panel, custom_domain: host } })),
+  );
+  panels = example.createPanelsApp({ baseUrl: emulator.url, logger: silentLogger });
+});
+afterAll(async () => {
+  await panels.close();
+  await emulator.close();
+});
+
+describe('the example in multi-panel mode', () => {
+  it('serves each demo host as its own panel, and one locked panel leaves the others serving', async () => {
+    for (const [host, { panel }] of Object.entries(tenants)) {
+      const page = await request(panels.app).get('/').set('Host', `${host}:3000`).expect(200);
+      expect(page.text).toContain(`Welcome to ${panel.name}`);
+    }
+    emulator.setPanel(tenants['labelx.localhost']?.apiKey as string, { active: false, reason: 'Invoice overdue' });
+    expect(await panels.guard.refresh('labelx.localhost')).toBe('locked');
+    const locked = await request(panels.app).get('/').set('Host', 'labelx.localhost').expect(503);
+    expect(locked.text).toContain('The panel is paused for now.');
+    await request(panels.app).get('/').set('Host', 'beats.localhost').expect(200);
+    expect((await request(panels.app).get('/healthz').set('Host', 'labelx.localhost').expect(200)).body.license).toMatchObject({ state: 'locked' });
+    await request(panels.app).get('/').set('Host', 'unknown.localhost').expect(404);
+  });
+});
