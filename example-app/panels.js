@@ -34,6 +34,10 @@ export function createPanelsApp(config) {
   app.set('views', here('./views'));
   app.set('view engine', 'ejs');
   app.use('/static', express.static(here('./public'), { maxAge: '1h', fallthrough: false }));
+  // Demo only: check the panel of this host now instead of at its next scheduled check.
+  app.post('/healthz/refresh', async (req, res) => {
+    res.json({ ok: true, host: req.hostname, state: await guard.refresh(req.hostname) });
+  });
   app.use(guard);
   app.get('/healthz', (req, res) => {
     res.json({ ok: true, host: req.hostname, license: guard.status(req.hostname) ?? null });

@@ -178,6 +178,7 @@ async function runPanels() {
   const admin = `${emulator.adminUrl}/panels/${DEMO_TENANTS['labelx.localhost'].apiKey}`;
   console.log(`\nLock one of them (the others keep serving; it notices at its next check):`);
   console.log(`  curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
+  console.log(`  check now: curl -s -X POST -H 'Host: labelx.localhost' http://127.0.0.1:${port}/healthz/refresh`);
   console.log('\nCtrl-C to stop.');
 }
 

@@ -29,7 +29,8 @@ describe('the example in multi-panel mode', () => {
       expect(page.text).toContain(`Welcome to ${panel.name}`);
     }
     emulator.setPanel(tenants['labelx.localhost']?.apiKey as string, { active: false, reason: 'Invoice overdue' });
-    expect(await panels.guard.refresh('labelx.localhost')).toBe('locked');
+    const refreshed = await request(panels.app).post('/healthz/refresh').set('Host', 'labelx.localhost').expect(200);
+    expect(refreshed.body).toMatchObject({ state: 'locked' });
     const locked = await request(panels.app).get('/').set('Host', 'labelx.localhost').expect(503);
     expect(locked.text).toContain('The panel is paused for now.');
     await request(panels.app).get('/').set('Host', 'beats.localhost').expect(200);
