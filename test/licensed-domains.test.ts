@@ -25,6 +25,7 @@ describe('canonicalHost()', () => {
     expect(canonicalHost('127.0.0.1')).toBe('127.0.0.1');
     expect(canonicalHost('[::1]')).toBe('[::1]');
     expect(canonicalHost('[2001:DB8::1]')).toBe('[2001:db8::1]');
+    expect(canonicalHost(`${'a'.repeat(63)}.`.repeat(5))).toBeUndefined();
     for (const bad of ['', 'a b', 'panel.example:8080', 'under_score.example', 'panel..example', '-x.example', '1.2.3', 'evil.example/x', undefined])
       expect(canonicalHost(bad)).toBeUndefined();
   });

@@ -125,8 +125,9 @@ describe('licenseGuard({ panels })', () => {
     for (const host of ['beats.example', 'labelx.example', 'acme.example']) await request(app).get('/').set('Host', host).expect(200);
     expect(guard.status('beats.example')).toBeUndefined();
     expect(guard.status('acme.example')?.state).toBe('active');
+    // Back: it resumes from its last verdict and is checked in its turn (the next second).
     await request(app).get('/').set('Host', 'beats.example').expect(200);
-    expect(checksBy('pk_beats')).toBe(2);
+    await waitFor(() => checksBy('pk_beats') === 2, 'the returning panel’s check');
   });
 
   it('checks each panel once per interval while it gets requests, stops when idle, and checks again on its return', { timeout: 20_000 }, async () => {
@@ -161,6 +162,103 @@ describe('licenseGuard({ panels })', () => {
     expect(errors[0]?.message).toMatch(/asked for at copy.example, which its license does not name \(licensed: beats.example\)/);
     expect(errors[0]?.panel).toMatch(/^[0-9a-f]{32}$/);
     expect(JSON.stringify(errors)).not.toContain('pk_beats');
+  });
+
+  it('treats unusable credentials from the resolver as an unknown host, and never crashes', async () => {
+    const { app, guard } = deployment({ panels: { resolve: async () => ({ apiKey: 'pk_beats\n', apiSecret: 'sk_beats_0123456789' }) } });
+    const errors: string[] = [];
+    guard.on('error', (error) => errors.push((error as Error).message));
+    await request(app).get('/').set('Host', 'beats.example').expect(404);
+    expect(errors).toEqual([expect.stringMatching(/apiKey/)]);
+    expect(emulator.requests).toHaveLength(0);
+  });
+
+  it('keeps a panel apart from a host that has its key with another secret, and follows a rotated secret', async () => {
+    let secret = PANELS['beats.example'].apiSecret as string;
+    const resolve = async (host: string) =>
+      host === 'beats.example'
+        ? { apiKey: 'pk_beats', apiSecret: secret }
+        : host === 'thief.example'
+          ? { apiKey: 'pk_beats', apiSecret: 'sk_guessed_wrong_1234' }
+          : null;
+    const { app, guard } = deployment({ panels: { resolve, resolveTtlMs: 1 } });
+    await request(app).get('/').set('Host', 'thief.example').expect(503);
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    await request(app).get('/').set('Host', 'thief.example').expect(503);
+    // Rotated at the mother and in the tenants table: the next answer uses the new secret.
+    secret = 'sk_beats_rotated_9876';
+    emulator.setPanel('pk_beats', { apiSecret: secret });
+    try {
+      await request(app).get('/').set('Host', 'beats.example'); // the stale answer is served and asked again in the background
+      await waitFor(
+        async () => (await request(app).get('/').set('Host', 'beats.example')).status === 200 && guard.status('beats.example')?.lastError === null,
+        'the rotated secret',
+      );
+    } finally {
+      emulator.setPanel('pk_beats', { apiSecret: PANELS['beats.example'].apiSecret });
+    }
+  });
+
+  it('keeps serving a known panel while the resolver fails after its answer expired', async () => {
+    let failing = false;
+    const resolve = async (host: string) => {
+      if (failing) throw new Error('tenant database down');
+      return PANELS[host as Host] ?? null;
+    };
+    const { app } = deployment({ panels: { resolve, resolveTtlMs: 1 } });
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    failing = true;
+    for (let i = 0; i < 3; i++) await request(app).get('/').set('Host', 'acme.example').expect(200);
+  });
+
+  it('does not trust a panel back from idling past its grace while its check is slow', async () => {
+    let offset = 0;
+    const { app } = deployment({
+      now: () => Date.now() + offset,
+      gracePeriodMs: 3_600_000,
+      startupTimeoutMs: 300,
+      panels: { resolve: async (host) => PANELS[host as Host] ?? null, idleMs: 60_000, checkIntervalMs: 10_000 },
+    });
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    offset += 2 * 3_600_000; // two hours without a request: idle, and past its grace
+    await sleep(1200); // a spreader tick finds it idle
+    emulator.setPanel('pk_acme', { active: false, reason: 'Revoked' });
+    emulator.setFaults({ delayMs: 1500 });
+    try {
+      await request(app).get('/').set('Host', 'acme.example').expect(503);
+    } finally {
+      emulator.setFaults({});
+    }
+  });
+
+  it('resumes an evicted panel from its last verdict (grace during an outage), checking it in its turn', async () => {
+    const { app } = deployment({ panels: { resolve: async (host) => PANELS[host as Host] ?? null, max: 2 } });
+    for (const host of ['beats.example', 'labelx.example']) await request(app).get('/').set('Host', host).expect(200);
+    emulator.setFaults({ down: true });
+    try {
+      await request(app).get('/').set('Host', 'acme.example').expect(503); // new, and the mother is down
+      // beats was evicted; back during the outage it resumes within its grace.
+      await request(app).get('/').set('Host', 'beats.example').expect(200);
+      const before = checksBy('pk_beats');
+      for (let i = 0; i < 5; i++) for (const host of ['labelx.example', 'beats.example']) await request(app).get('/').set('Host', host).expect(200);
+      expect(checksBy('pk_beats') - before).toBeLessThanOrEqual(1);
+    } finally {
+      emulator.setFaults({});
+    }
+  });
+
+  it('after close(), serves the last verdicts and starts nothing new', async () => {
+    emulator.setPanel('pk_labelx', { active: false, reason: 'Unpaid' });
+    const { app, guard } = deployment();
+    await request(app).get('/').set('Host', 'labelx.example').expect(503);
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    await guard.close();
+    const calls = emulator.requests.length;
+    await request(app).get('/').set('Host', 'labelx.example').expect(503);
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    await request(app).get('/').set('Host', 'acme.example').expect(404);
+    expect(await guard.refresh('labelx.example')).toBe('locked');
+    expect(emulator.requests.length).toBe(calls);
   });
 
   it('refuses single-panel options and names bad ones', () => {

@@ -8,8 +8,19 @@ export interface PanelCredentials {
   apiSecret: string;
 }
 
-/** A known host: its panel's credentials, and that panel's id (computed once, when resolved). */
-export type Resolution = { kind: 'panel'; credentials: PanelCredentials; panelId: string } | { kind: 'unknown' };
+/**
+ * A known host: its panel's credentials, the panel's id (shown in status and events; from the
+ * key) and the key its runtime is kept under (key and secret: the same key with another secret
+ * is another panel, so one host's wrong secret never acts for another host, and a rotated secret
+ * takes effect). Computed once, when resolved.
+ */
+export type Resolution = { kind: 'panel'; credentials: PanelCredentials; panelId: string; runtimeKey: string } | { kind: 'unknown' };
+
+interface Answer {
+  resolution: Resolution;
+  /** After this (epoch ms) the answer is asked again: in the background for a known panel. */
+  freshUntil: number;
+}
 
 export interface HostResolverOptions {
   resolve: (host: string) => PanelCredentials | null | undefined | Promise<PanelCredentials | null | undefined>;
@@ -18,8 +29,9 @@ export interface HostResolverOptions {
   resolveTtlMs: number;
   unknownTtlMs: number;
   timeoutMs: number;
-  /** The id of the panel these credentials belong to. */
-  idOf: (credentials: PanelCredentials) => string;
+  /** The ids of the panel these credentials belong to; throws when they cannot be used (a bad key). */
+  idsOf: (credentials: PanelCredentials) => { panelId: string; runtimeKey: string };
+  now: () => number;
   onError: (error: Error) => void;
 }
 
@@ -40,44 +52,59 @@ function credentialsFrom(value: unknown): PanelCredentials | undefined {
 }
 
 export function createHostResolver(options: HostResolverOptions): HostResolver {
-  const answers = new LRUCache<string, Resolution>({ max: options.max, ttl: options.resolveTtlMs, ttlAutopurge: false });
+  // Capped by count; an entry is a host of at most 253 characters and its answer.
+  const answers = new LRUCache<string, Answer>({ max: options.max });
   const asking = new Map<string, Promise<Resolution>>();
+
+  function remember(host: string, resolution: Resolution, ttlMs: number): Resolution {
+    answers.set(host, { resolution, freshUntil: options.now() + ttlMs });
+    return resolution;
+  }
 
   async function ask(host: string): Promise<Resolution> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`the panels resolver did not answer for ${host} within ${options.timeoutMs} ms`)), options.timeoutMs);
+      timer.unref();
     });
     try {
       const value = await Promise.race([Promise.resolve().then(() => options.resolve(host)), timeout]);
-      if (value === null || value === undefined) {
-        answers.set(host, UNKNOWN, { ttl: options.unknownTtlMs });
-        return UNKNOWN;
-      }
+      if (value === null || value === undefined) return remember(host, UNKNOWN, options.unknownTtlMs);
       const credentials = credentialsFrom(value);
       if (!credentials) throw new Error(`the panels resolver returned no { apiKey, apiSecret } strings for ${host}`);
-      const resolution: Resolution = { kind: 'panel', credentials, panelId: options.idOf(credentials) };
-      answers.set(host, resolution);
-      return resolution;
+      return remember(host, { kind: 'panel', credentials, ...options.idsOf(credentials) }, options.resolveTtlMs);
     } catch (error) {
       // Never a secret in the message: only what went wrong and for which host.
       options.onError(new Error(`panel-license-guard: ${describeError(error)}`, { cause: error }));
-      answers.set(host, UNKNOWN, { ttl: options.unknownTtlMs });
-      return UNKNOWN;
+      // A host that had a panel keeps it while the resolver fails (asked again after unknownTtlMs).
+      const previous = answers.peek(host)?.resolution;
+      return remember(host, previous?.kind === 'panel' ? previous : UNKNOWN, options.unknownTtlMs);
     } finally {
       clearTimeout(timer);
     }
   }
 
+  function resolve(host: string): Promise<Resolution> {
+    let pending = asking.get(host);
+    if (!pending) {
+      pending = ask(host).finally(() => asking.delete(host));
+      asking.set(host, pending);
+    }
+    return pending;
+  }
+
   return {
-    cached: (host) => answers.get(host),
-    resolve(host) {
-      let pending = asking.get(host);
-      if (!pending) {
-        pending = ask(host).finally(() => asking.delete(host));
-        asking.set(host, pending);
-      }
-      return pending;
+    /**
+     * A known panel past its TTL is still answered (and asked again in the background): requests
+     * never wait for the resolver once a host is known. An expired unknown host is asked again.
+     */
+    cached(host) {
+      const answer = answers.get(host);
+      if (answer === undefined || answer.freshUntil > options.now()) return answer?.resolution;
+      if (answer.resolution.kind !== 'panel') return undefined;
+      void resolve(host);
+      return answer.resolution;
     },
+    resolve,
   };
 }

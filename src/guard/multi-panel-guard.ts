@@ -9,7 +9,7 @@ import type { GuardConfig } from './guard-options.js';
 import { createHostResolver, type Resolution } from './host-resolver.js';
 import type { LicenseGuard } from './license-guard.js';
 import { wantsJson } from './lock-response.js';
-import { PanelRuntime } from './panel-runtime.js';
+import { PanelRuntime, type Retired } from './panel-runtime.js';
 import { requestHost } from './request-host.js';
 import { serveVerdict } from './serve-verdict.js';
 
@@ -45,10 +45,20 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     resolveTtlMs: panels.resolveTtlMs,
     unknownTtlMs: panels.unknownTtlMs,
     timeoutMs: panels.resolveTimeoutMs,
-    idOf: panels.idOf,
+    idsOf: panels.idsOf,
+    now: config.now,
     onError: report,
   });
-  const running = new LRUCache<string, PanelRuntime>({ max: panels.max, dispose: (panel) => panel.close() });
+  /** Evicted panels' last verdicts: a panel that comes back resumes from it, within its grace. */
+  const retired = new LRUCache<string, Retired>({ max: panels.max });
+  const running = new LRUCache<string, PanelRuntime>({
+    max: panels.max,
+    dispose: (panel, key, reason) => {
+      const last = reason === 'evict' ? panel.retire() : undefined;
+      if (last) retired.set(key, last);
+      panel.close();
+    },
+  });
   const spreader = createCheckSpreader({
     intervalMs: panels.checkIntervalMs,
     now: config.now,
@@ -62,13 +72,22 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     },
   });
 
-  /** The panel of a known host, started (first check) when new or evicted since. */
+  /**
+   * The panel of a known host. A new one checks at once (its first requests wait for it); one
+   * evicted before resumes from its last verdict and is checked in its turn under the per-second
+   * cap, so eviction churn never bypasses the bound on mother traffic.
+   */
   function panelFor(known: Extract<Resolution, { kind: 'panel' }>): PanelRuntime {
-    let panel = running.get(known.panelId);
+    let panel = running.get(known.runtimeKey);
     if (!panel) {
-      panel = new PanelRuntime(config, known.credentials, spreader, events);
-      running.set(panel.id, panel);
-      panel.firstCheck = panel.check();
+      panel = new PanelRuntime(config, known.credentials, known.runtimeKey, spreader, events);
+      running.set(known.runtimeKey, panel);
+      const last = retired.get(known.runtimeKey);
+      retired.delete(known.runtimeKey);
+      if (last) {
+        panel.restore(last);
+        spreader.scheduleAt(panel.key, config.now());
+      } else panel.firstCheck = panel.check();
     }
     return panel;
   }
@@ -78,6 +97,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (!check) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, config.startupTimeoutMs);
+      timer.unref();
       void check.finally(() => {
         clearTimeout(timer);
         resolve();
@@ -87,14 +107,13 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
 
   /** `resolved`: the host's resolver call is over; `waited`: so is the wait for the panel's verdict. */
   function handle(req: Request, res: Response, next: NextFunction, resolved: boolean, waited: boolean): void {
-    if (closed) {
-      next();
-      return;
-    }
     const host = requestHost(req);
     const known = host === undefined ? undefined : resolver.cached(host);
-    if (host !== undefined && known === undefined && !resolved) {
-      resolver.resolve(host).then(() => handle(req, res, next, true, false), next);
+    if (host !== undefined && known === undefined && !resolved && !closed) {
+      resolver
+        .resolve(host)
+        .then(() => handle(req, res, next, true, false))
+        .catch(next);
       return;
     }
     // A malformed host never reaches the resolver; an unknown one never causes a mother call.
@@ -102,18 +121,26 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       sendUnknownHost(req, res, config);
       return;
     }
-    const panel = panelFor(known);
+    // After close(): the last verdicts still stand (as in single-panel mode); nothing new starts.
+    const panel = closed ? running.peek(known.runtimeKey) : panelFor(known);
+    if (!panel) {
+      sendUnknownHost(req, res, config);
+      return;
+    }
     const now = config.now();
     panel.lastRequestAt = now;
-    if (panel.idle) {
-      // Back after idling: checked again; trusted meanwhile only within its grace.
+    if (panel.idle && !closed) {
+      // Back after idling: checked again, and not trusted beyond its grace meanwhile.
       panel.idle = false;
+      if (panel.stale(now)) panel.distrust();
       panel.firstCheck = panel.check();
     }
     const { snapshot } = panel.monitor.entry;
     const mustWait = snapshot.state === 'pending' || panel.stale(now);
-    if (mustWait && !waited && !config.isAllowed(req)) {
-      waitFor(panel.firstCheck).then(() => handle(req, res, next, true, true), next);
+    if (mustWait && !waited && !closed && !config.isAllowed(req)) {
+      waitFor(panel.firstCheck)
+        .then(() => handle(req, res, next, true, true))
+        .catch(next);
       return;
     }
     serveVerdict(req, res, next, panel.config, snapshot, panel.hooks);
@@ -129,26 +156,28 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (host === undefined) throw new TypeError('panel-license-guard: with `panels`, pass the host: guard.refresh(host), guard.status(host).');
     const canonical = requestHost({ hostname: host } as Request);
     if (canonical === undefined) return undefined;
-    const known = resolver.cached(canonical) ?? (await resolver.resolve(canonical));
-    return known.kind === 'panel' ? panelFor(known) : undefined;
+    const known = resolver.cached(canonical) ?? (closed ? undefined : await resolver.resolve(canonical));
+    if (known?.kind !== 'panel') return undefined;
+    return closed ? running.peek(known.runtimeKey) : panelFor(known);
   }
   guard.start = async () => 'pending';
   guard.refresh = async (host?: string) => {
     const panel = await panelAt(host);
     if (!panel) return 'pending';
-    await panel.check();
+    if (!closed) await panel.check();
     return panel.monitor.entry.state;
   };
   guard.close = async () => {
     closed = true;
     spreader.close();
-    running.clear();
+    // Runtimes stop checking but keep their last verdict, which requests still get.
+    for (const panel of running.values()) panel.close();
   };
   guard.status = ((host?: string) => {
     if (host === undefined) throw new TypeError('panel-license-guard: with `panels`, pass the host: guard.status(host).');
     const canonical = requestHost({ hostname: host } as Request);
     const known = canonical === undefined ? undefined : resolver.cached(canonical);
-    return known?.kind === 'panel' ? running.peek(known.panelId)?.status() : undefined;
+    return known?.kind === 'panel' ? running.peek(known.runtimeKey)?.status() : undefined;
   }) as LicenseGuard['status'];
   guard.on = (event, listener) => {
     events.on(event, listener as (...args: unknown[]) => void);

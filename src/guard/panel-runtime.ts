@@ -1,6 +1,7 @@
 // One panel of `panels` mode: its client, its verdict (a LicenseMonitor of its own, so nothing of
 // one panel reaches another), its checks, and when a request last asked for it.
 import type { EventEmitter } from 'node:events';
+import type { LicenseResponse } from '../client/license-response.js';
 import { errorCodeOf } from '../errors.js';
 import type { CheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
@@ -8,7 +9,14 @@ import type { PanelCredentials } from './host-resolver.js';
 import type { LicenseStatus } from './license-guard.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import { retryDelay } from './poller.js';
+import { requestHost } from './request-host.js';
 import { type ServeHooks, uncheckedDomainWarning } from './serve-verdict.js';
+
+/** An evicted panel's last verified verdict. */
+export interface Retired {
+  verdict: LicenseResponse;
+  lastSuccessAt: number;
+}
 
 /** The hosts a panel refused as not licensed, reported once each (bounded). */
 const MAX_REPORTED_HOSTS = 32;
@@ -30,6 +38,8 @@ export class PanelRuntime {
   constructor(
     shared: GuardConfig,
     credentials: PanelCredentials,
+    /** Where the guard keeps it, and its name in the check spreader (key and secret). */
+    readonly key: string,
     private readonly spreader: CheckSpreader,
     events: EventEmitter,
   ) {
@@ -47,7 +57,7 @@ export class PanelRuntime {
     this.hooks = {
       onUncheckedDomain: uncheckedDomainWarning(this.config, this.id),
       onMisdirected: (req, licensed) => {
-        const host = req.hostname;
+        const host = requestHost(req) ?? '(not a host name)';
         if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
         this.reportedHosts.add(host);
         this.monitor.report(
@@ -66,17 +76,43 @@ export class PanelRuntime {
         const verdict = await this.config.client.checkLicense({ signal: this.closing.signal });
         this.monitor.verdictReceived(verdict, this.config.now());
         this.failures = 0;
-        if (!this.closing.signal.aborted) this.spreader.scheduleRegular(this.id);
+        if (!this.closing.signal.aborted) this.spreader.scheduleRegular(this.key);
       } catch (error) {
         this.monitor.checkFailed(error, this.config.now());
         this.failures++;
         const delay = retryDelay(this.failures, this.config.retryBaseMs, this.config.retryMaxMs, this.config.random);
-        if (!this.closing.signal.aborted) this.spreader.scheduleAt(this.id, this.config.now() + delay);
+        if (!this.closing.signal.aborted) this.spreader.scheduleAt(this.key, this.config.now() + delay);
       }
     })().finally(() => {
       this.checking = undefined;
     });
     return this.checking;
+  }
+
+  /** What survives eviction: enough to resume the panel without trusting it beyond its grace. */
+  retire(): Retired | undefined {
+    const { verdict, lastSuccessAt } = this.monitor.entry;
+    return verdict === undefined || lastSuccessAt === null ? undefined : { verdict, lastSuccessAt };
+  }
+
+  /** Resumes an evicted panel as a state file would: inactive stays locked, active gets the grace left. */
+  restore({ verdict, lastSuccessAt }: Retired): void {
+    if (!verdict.active) this.monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
+    else if (this.monitor.remainingFor(verdict, lastSuccessAt) > 0) {
+      this.monitor.move('restored-active', verdict, lastSuccessAt, null);
+      this.monitor.checkGraceEnd();
+    }
+  }
+
+  /**
+   * Back after idling past its grace: the old verdict is no longer trusted. The panel counts as
+   * failing since its last success (so it locks, its grace being over) until the check that
+   * follows answers.
+   */
+  distrust(): void {
+    const { verdict, lastSuccessAt, reason } = this.monitor.entry;
+    this.monitor.move('check-failed', verdict, lastSuccessAt, reason);
+    this.monitor.checkGraceEnd();
   }
 
   /** The verdict is too old to trust without asking again (idle past its grace). */
@@ -92,7 +128,7 @@ export class PanelRuntime {
       reason: entry.snapshot.lock?.reason ?? entry.reason,
       lastCheckAt: this.monitor.lastCheckAt,
       lastSuccessAt: entry.lastSuccessAt,
-      nextCheckAt: this.spreader.nextAt(this.id) ?? null,
+      nextCheckAt: this.spreader.nextAt(this.key) ?? null,
       consecutiveFailures: this.failures,
       graceEndsAt: this.monitor.graceEndsAt(),
       clockOffsetMs: this.config.client.clockOffsetMs(),
@@ -104,7 +140,7 @@ export class PanelRuntime {
 
   close(): void {
     this.closing.abort();
-    this.spreader.cancel(this.id);
+    this.spreader.cancel(this.key);
     void this.monitor.close();
   }
 }

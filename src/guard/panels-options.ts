@@ -1,5 +1,6 @@
 // `panels` (many panels in one deployment, chosen by host): validation, and the per-panel client.
-import { createMotherClient, type MotherClient, panelIdOf } from '../client/mother-client.js';
+import { createHash } from 'node:crypto';
+import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
 import type { LicenseGuardOptions } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
@@ -35,8 +36,8 @@ export interface ResolvedPanels {
   checkIntervalMs: number;
   /** A client for one panel, with the guard's `baseUrl`, `timeoutMs`, `allowInsecureHttp` and `fetch`. */
   clientFor: (credentials: PanelCredentials) => MotherClient;
-  /** The `panelId` that panel's client will have. */
-  idOf: (credentials: PanelCredentials) => string;
+  /** The `panelId` that panel's client will have, and the key its runtime is kept under; throws on unusable credentials. */
+  idsOf: (credentials: PanelCredentials) => { panelId: string; runtimeKey: string };
 }
 
 const KEYS = ['resolve', 'max', 'idleMs', 'resolveTtlMs', 'unknownTtlMs', 'resolveTimeoutMs', 'checkIntervalMs'];
@@ -70,7 +71,7 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   };
-  const template = problems.check(() => createMotherClient({ ...clientOptions, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
+  problems.check(() => createMotherClient({ ...clientOptions, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
   return {
     resolve: resolve ?? (() => null),
     max: problems.check(() => positiveInteger('panels.max', given.max, 10_000, 1, 1_000_000), 1),
@@ -80,6 +81,11 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     resolveTimeoutMs: problems.check(() => timerMs('panels.resolveTimeoutMs', given.resolveTimeoutMs, 5000), 1),
     checkIntervalMs: problems.check(() => positiveInteger('panels.checkIntervalMs', given.checkIntervalMs, 300_000, 10_000), 300_000),
     clientFor: ({ apiKey, apiSecret }) => createMotherClient({ ...clientOptions, apiKey, apiSecret }),
-    idOf: ({ apiKey }) => panelIdOf(template?.baseUrl ?? '', apiKey),
+    idsOf: (credentials) => {
+      // Building the client checks the key and secret (no whitespace, no `|`…) before anything uses them.
+      const { panelId } = createMotherClient({ ...clientOptions, ...credentials });
+      const secretPrint = createHash('sha256').update(`runtime\n${credentials.apiSecret}`).digest('hex').slice(0, 16);
+      return { panelId, runtimeKey: `${panelId}:${secretPrint}` };
+    },
   };
 }

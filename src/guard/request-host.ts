@@ -25,16 +25,21 @@ export function canonicalHost(value: unknown): string | undefined {
  */
 export function requestHost(req: Request): string | undefined {
   const raw = req.hostname;
-  if (typeof raw !== 'string') return undefined;
-  // A few spellings of a few hosts arrive over and over: parsed once each (bounded, then reset).
-  let known = seen.get(raw);
-  if (known === undefined) {
+  // 253 characters of name, or an IPv6 literal: anything longer is not a host (and is not kept).
+  if (typeof raw !== 'string' || raw.length > MAX_HOST_LENGTH) return undefined;
+  // A few spellings of a few hosts arrive over and over: valid ones are parsed once each
+  // (bounded, then reset); invalid ones are parsed each time and never kept.
+  const known = seen.get(raw);
+  if (known !== undefined) return known;
+  const host = canonicalHost(raw);
+  if (host !== undefined) {
     if (seen.size >= MAX_SEEN) seen.clear();
-    known = canonicalHost(raw) ?? null;
-    seen.set(raw, known);
+    seen.set(raw, host);
   }
-  return known ?? undefined;
+  return host;
 }
 
+const MAX_HOST_LENGTH = 254;
+
 const MAX_SEEN = 50_000;
-const seen = new Map<string, string | null>();
+const seen = new Map<string, string>();
