@@ -77,6 +77,22 @@ function exited(child: Child): Promise<{ code: number | null; signal: NodeJS.Sig
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 }
 
+/**
+ * Lets deliveries through slowly (so pushes are in flight), then kills `doomed` with SIGKILL
+ * after at least 100 arrived; resolves with how many had arrived by then.
+ */
+async function killMidDelivery(doomed: Child, total: number): Promise<number> {
+  expect(emulator.releases).toHaveLength(0);
+  emulator.setFaults({ delayMs: 15 });
+  await waitFor(() => emulator.releases.length >= 100, 'some deliveries before the kill');
+  doomed.kill('SIGKILL');
+  expect(await exited(doomed)).toMatchObject({ signal: 'SIGKILL' });
+  const delivered = emulator.releases.length;
+  expect(delivered).toBeLessThan(total);
+  emulator.setFaults({});
+  return delivered;
+}
+
 /** How many times each remote_track_id reached the emulator. */
 function deliveriesPerTrack(): Map<string, number> {
   const counts = new Map<string, number>();
@@ -93,16 +109,7 @@ describe('createReleaseOutbox()', () => {
       emulator.setFaults({ down: true });
       const doomed = startChild('enqueue-and-deliver', { OUTBOX_FILE: file, OUTBOX_COUNT: total, OUTBOX_CONCURRENCY: concurrency });
       await message(doomed, 'enqueued');
-      expect(emulator.releases).toHaveLength(0);
-      // Slow answers keep pushes in flight, so the kill lands in the middle of some of them.
-      emulator.setFaults({ delayMs: 15 });
-      await waitFor(() => emulator.releases.length >= 100, 'some deliveries before the kill');
-      doomed.kill('SIGKILL');
-      expect(await exited(doomed)).toMatchObject({ signal: 'SIGKILL' });
-      const deliveredBeforeKill = emulator.releases.length;
-      expect(deliveredBeforeKill).toBeLessThan(total);
-
-      emulator.setFaults({});
+      const deliveredBeforeKill = await killMidDelivery(doomed, total);
       const finisher = startChild('deliver', { OUTBOX_FILE: file, OUTBOX_CONCURRENCY: concurrency });
       const { stats } = await message(finisher, 'drained');
       expect(stats).toMatchObject({ pending: 0, delivered: total, dead: 0 });
@@ -135,14 +142,7 @@ describe('createReleaseOutbox()', () => {
         emulator.setFaults({ down: true });
         const [doomed, survivor] = [host(0), host(total / 2)];
         await Promise.all([message(doomed, 'enqueued'), message(survivor, 'enqueued')]);
-        expect(emulator.releases).toHaveLength(0);
-        emulator.setFaults({ delayMs: 15 });
-        await waitFor(() => emulator.releases.length >= 100, 'some deliveries before the kill');
-        doomed.kill('SIGKILL');
-        expect(await exited(doomed)).toMatchObject({ signal: 'SIGKILL' });
-        const deliveredBeforeKill = emulator.releases.length;
-        expect(deliveredBeforeKill).toBeLessThan(total);
-        emulator.setFaults({});
+        const deliveredBeforeKill = await killMidDelivery(doomed, total);
         // The survivor takes the killed host's leased rows once their lease (5.6 s) runs out.
         await waitFor(async () => (await store.counts()).delivered === total, 'the survivor to deliver everything', 40_000);
         expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0 });
