@@ -199,6 +199,55 @@ describe('licenseGuard({ panels })', () => {
     }
   });
 
+  it('drops the runtime a rotated secret left behind, so nothing checks with the old secret', async () => {
+    let secret = PANELS['beats.example'].apiSecret as string;
+    let offset = 0;
+    const { app, guard } = deployment({
+      now: () => Date.now() + offset,
+      panels: { resolve: async () => ({ apiKey: 'pk_beats', apiSecret: secret }), resolveTtlMs: 1, checkIntervalMs: 10_000 },
+    });
+    await request(app).get('/').set('Host', 'beats.example').expect(200);
+    secret = 'sk_beats_rotated_9876';
+    emulator.setPanel('pk_beats', { apiSecret: secret });
+    try {
+      await request(app).get('/').set('Host', 'beats.example'); // the stale answer, asked again in the background
+      await waitFor(
+        async () => (await request(app).get('/').set('Host', 'beats.example')).status === 200 && guard.status('beats.example')?.lastError === null,
+        'the rotated secret',
+      );
+      const rejected = () => emulator.requests.filter((r) => r.apiKey === 'pk_beats' && r.status === 401).length;
+      const before = rejected();
+      const checks = checksBy('pk_beats');
+      // A whole interval later every runtime has had its regular check: only the new one is left.
+      offset += 20_000;
+      await waitFor(() => checksBy('pk_beats') > checks, 'the regular check');
+      await sleep(1500);
+      expect(rejected()).toBe(before);
+    } finally {
+      emulator.setPanel('pk_beats', { apiSecret: PANELS['beats.example'].apiSecret });
+    }
+  });
+
+  it('keeps a known host through a flood of unknown ones and a resolver outage, and stops resolving after close()', async () => {
+    let failing = false;
+    const resolve = vi.fn(async (host: string) => {
+      if (failing) throw new Error('tenant database down');
+      return PANELS[host as Host] ?? null;
+    });
+    const { app, guard } = deployment({ panels: { resolve, max: 2, resolveTtlMs: 1 } }, resolve);
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    for (let i = 0; i < 20; i++) await request(app).get('/').set('Host', `junk${i}.attacker.example`).expect(404);
+    failing = true;
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    await sleep(20);
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    await guard.close();
+    const calls = resolve.mock.calls.length;
+    await request(app).get('/').set('Host', 'acme.example').expect(200);
+    await request(app).get('/').set('Host', 'new.example').expect(404);
+    expect(resolve.mock.calls.length).toBe(calls);
+  });
+
   it('keeps serving a known panel while the resolver fails after its answer expired', async () => {
     let failing = false;
     const resolve = async (host: string) => {

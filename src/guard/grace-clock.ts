@@ -64,6 +64,11 @@ export class GraceClock {
     this.successMono = this.monotonic() - Math.max(0, this.now() - lastSuccessAt);
   }
 
+  /** Anchors the monotonic clock so that `elapsedMs` have passed since the last success (a restored panel). */
+  anchorElapsed(elapsedMs: number): void {
+    this.successMono = this.monotonic() - Math.max(0, elapsedMs);
+  }
+
   elapsedSince(lastSuccessAt: number): number {
     this.now();
     const byWall = this.highWater - lastSuccessAt;

@@ -40,6 +40,8 @@ export interface HostResolver {
   cached(host: string): Resolution | undefined;
   /** Asks the resolver (once per host at a time) and remembers the answer. */
   resolve(host: string): Promise<Resolution>;
+  /** No more calls to the resolver, not even background refreshes. */
+  close(): void;
 }
 
 const UNKNOWN: Resolution = { kind: 'unknown' };
@@ -52,13 +54,29 @@ function credentialsFrom(value: unknown): PanelCredentials | undefined {
 }
 
 export function createHostResolver(options: HostResolverOptions): HostResolver {
-  // Capped by count; an entry is a host of at most 253 characters and its answer.
+  // Capped by count; an entry is a host of at most 253 characters and its answer. Unknown hosts
+  // have a cache of their own, so a flood of junk Host headers never pushes a known host out.
   const answers = new LRUCache<string, Answer>({ max: options.max });
+  const unknown = new LRUCache<string, Answer>({ max: options.max });
+  let closed = false;
   const asking = new Map<string, Promise<Resolution>>();
 
   function remember(host: string, resolution: Resolution, ttlMs: number): Resolution {
-    answers.set(host, { resolution, freshUntil: options.now() + ttlMs });
+    const answer = { resolution, freshUntil: options.now() + ttlMs };
+    if (resolution.kind === 'panel') {
+      answers.set(host, answer);
+      unknown.delete(host);
+    } else {
+      unknown.set(host, answer);
+      answers.delete(host);
+    }
     return resolution;
+  }
+
+  /** A definite answer that the host has no usable panel (deprovisioned, or bad credentials). */
+  function refuse(host: string, why: string): Resolution {
+    options.onError(new Error(`panel-license-guard: ${why}`));
+    return remember(host, UNKNOWN, options.unknownTtlMs);
   }
 
   async function ask(host: string): Promise<Resolution> {
@@ -69,10 +87,17 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     });
     try {
       const value = await Promise.race([Promise.resolve().then(() => options.resolve(host)), timeout]);
+      clearTimeout(timer);
       if (value === null || value === undefined) return remember(host, UNKNOWN, options.unknownTtlMs);
       const credentials = credentialsFrom(value);
-      if (!credentials) throw new Error(`the panels resolver returned no { apiKey, apiSecret } strings for ${host}`);
-      return remember(host, { kind: 'panel', credentials, ...options.idsOf(credentials) }, options.resolveTtlMs);
+      if (!credentials) return refuse(host, `the panels resolver returned no { apiKey, apiSecret } strings for ${host}`);
+      let ids: { panelId: string; runtimeKey: string };
+      try {
+        ids = options.idsOf(credentials);
+      } catch (error) {
+        return refuse(host, `the panels resolver returned unusable credentials for ${host}: ${describeError(error)}`);
+      }
+      return remember(host, { kind: 'panel', credentials, ...ids }, options.resolveTtlMs);
     } catch (error) {
       // Never a secret in the message: only what went wrong and for which host.
       options.onError(new Error(`panel-license-guard: ${describeError(error)}`, { cause: error }));
@@ -85,6 +110,7 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
   }
 
   function resolve(host: string): Promise<Resolution> {
+    if (closed) return Promise.resolve(answers.peek(host)?.resolution ?? UNKNOWN);
     let pending = asking.get(host);
     if (!pending) {
       pending = ask(host).finally(() => asking.delete(host));
@@ -99,12 +125,15 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
      * never wait for the resolver once a host is known. An expired unknown host is asked again.
      */
     cached(host) {
-      const answer = answers.get(host);
+      const answer = answers.get(host) ?? unknown.get(host);
       if (answer === undefined || answer.freshUntil > options.now()) return answer?.resolution;
       if (answer.resolution.kind !== 'panel') return undefined;
-      void resolve(host);
+      if (!closed) void resolve(host);
       return answer.resolution;
     },
     resolve,
+    close() {
+      closed = true;
+    },
   };
 }

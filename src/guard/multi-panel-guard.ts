@@ -77,19 +77,40 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
    * evicted before resumes from its last verdict and is checked in its turn under the per-second
    * cap, so eviction churn never bypasses the bound on mother traffic.
    */
-  function panelFor(known: Extract<Resolution, { kind: 'panel' }>): PanelRuntime {
+  function panelFor(host: string, known: Extract<Resolution, { kind: 'panel' }>): PanelRuntime {
     let panel = running.get(known.runtimeKey);
     if (!panel) {
       panel = new PanelRuntime(config, known.credentials, known.runtimeKey, spreader, events);
       running.set(known.runtimeKey, panel);
       const last = retired.get(known.runtimeKey);
       retired.delete(known.runtimeKey);
-      if (last) {
-        panel.restore(last);
-        spreader.scheduleAt(panel.key, config.now());
-      } else panel.firstCheck = panel.check();
+      if (last && panel.restore(last)) spreader.scheduleAt(panel.key, config.now());
+      else panel.firstCheck = panel.check();
     }
+    followHost(host, known.runtimeKey);
     return panel;
+  }
+
+  /**
+   * Which runtime each host uses. When a host's answer moves it to another runtime (a rotated
+   * secret) and no other host uses the old one, the old one goes at once: otherwise it would
+   * keep checking with the old secret, and lock, under the same panel id.
+   */
+  const runtimeOfHost = new Map<string, string>();
+  const hostsOfRuntime = new Map<string, number>();
+  function followHost(host: string, key: string): void {
+    const previous = runtimeOfHost.get(host);
+    if (previous === key) return;
+    runtimeOfHost.set(host, key);
+    hostsOfRuntime.set(key, (hostsOfRuntime.get(key) ?? 0) + 1);
+    if (previous === undefined) return;
+    const left = (hostsOfRuntime.get(previous) ?? 1) - 1;
+    if (left > 0) hostsOfRuntime.set(previous, left);
+    else {
+      hostsOfRuntime.delete(previous);
+      retired.delete(previous);
+      running.delete(previous);
+    }
   }
 
   /** Waits for a panel's first check, at most `startupTimeoutMs`: a timer, never I/O of its own. */
@@ -122,7 +143,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       return;
     }
     // After close(): the last verdicts still stand (as in single-panel mode); nothing new starts.
-    const panel = closed ? running.peek(known.runtimeKey) : panelFor(known);
+    const panel = closed ? running.peek(known.runtimeKey) : panelFor(host as string, known);
     if (!panel) {
       sendUnknownHost(req, res, config);
       return;
@@ -158,7 +179,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (canonical === undefined) return undefined;
     const known = resolver.cached(canonical) ?? (closed ? undefined : await resolver.resolve(canonical));
     if (known?.kind !== 'panel') return undefined;
-    return closed ? running.peek(known.runtimeKey) : panelFor(known);
+    return closed ? running.peek(known.runtimeKey) : panelFor(canonical, known);
   }
   guard.start = async () => 'pending';
   guard.refresh = async (host?: string) => {
@@ -169,6 +190,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   };
   guard.close = async () => {
     closed = true;
+    resolver.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.
     for (const panel of running.values()) panel.close();

@@ -16,6 +16,10 @@ import { type ServeHooks, uncheckedDomainWarning } from './serve-verdict.js';
 export interface Retired {
   verdict: LicenseResponse;
   lastSuccessAt: number;
+  /** The clock's protections, carried over: the latest wall time seen, and grace elapsed (monotonic). */
+  latestSeen: number;
+  elapsedMs: number;
+  retiredAtMono: number;
 }
 
 /** The hosts a panel refused as not licensed, reported once each (bounded). */
@@ -92,16 +96,28 @@ export class PanelRuntime {
   /** What survives eviction: enough to resume the panel without trusting it beyond its grace. */
   retire(): Retired | undefined {
     const { verdict, lastSuccessAt } = this.monitor.entry;
-    return verdict === undefined || lastSuccessAt === null ? undefined : { verdict, lastSuccessAt };
+    if (verdict === undefined || lastSuccessAt === null) return undefined;
+    const { clock } = this.monitor;
+    return { verdict, lastSuccessAt, latestSeen: clock.latestSeen(), elapsedMs: clock.elapsedSince(lastSuccessAt), retiredAtMono: performance.now() };
   }
 
-  /** Resumes an evicted panel as a state file would: inactive stays locked, active gets the grace left. */
-  restore({ verdict, lastSuccessAt }: Retired): void {
-    if (!verdict.active) this.monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
-    else if (this.monitor.remainingFor(verdict, lastSuccessAt) > 0) {
-      this.monitor.move('restored-active', verdict, lastSuccessAt, null);
-      this.monitor.checkGraceEnd();
+  /**
+   * Resumes an evicted panel as a state file would: inactive stays locked, active gets the grace
+   * left, counted on the clock it had (a clock set back meanwhile extends nothing). Returns false
+   * when nothing could be resumed (the panel is pending and must be checked).
+   */
+  restore({ verdict, lastSuccessAt, latestSeen, elapsedMs, retiredAtMono }: Retired): boolean {
+    const { clock } = this.monitor;
+    clock.seen(latestSeen);
+    clock.anchorElapsed(elapsedMs + (performance.now() - retiredAtMono));
+    if (!verdict.active) {
+      this.monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
+      return true;
     }
+    if (this.monitor.remainingFor(verdict, lastSuccessAt) <= 0) return false;
+    this.monitor.move('restored-active', verdict, lastSuccessAt, null);
+    this.monitor.checkGraceEnd();
+    return true;
   }
 
   /**
@@ -117,8 +133,10 @@ export class PanelRuntime {
 
   /** The verdict is too old to trust without asking again (idle past its grace). */
   stale(now: number): boolean {
-    const { lastSuccessAt } = this.monitor.entry;
-    return lastSuccessAt !== null && now - lastSuccessAt > this.config.gracePeriodMs;
+    const { lastSuccessAt, verdict } = this.monitor.entry;
+    if (lastSuccessAt === null) return false;
+    // The grace clock, not the wall clock alone: a clock set back does not make an old verdict fresh.
+    return now - lastSuccessAt > this.config.gracePeriodMs || this.monitor.remainingFor(verdict, lastSuccessAt) <= 0;
   }
 
   status(): LicenseStatus {
