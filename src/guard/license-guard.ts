@@ -1,6 +1,5 @@
 // licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { errorCodeOf } from '../errors.js';
 import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { StoreHealth } from '../store/license-store.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
@@ -182,22 +181,12 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     closing.abort();
     return Promise.all([writes, sync?.close()]).then(() => {});
   };
-  guard.status = () => {
-    const entry = monitor.entry;
-    return {
-      state: entry.state,
-      reason: entry.snapshot.lock?.reason ?? entry.reason,
-      lastCheckAt: monitor.lastCheckAt,
-      lastSuccessAt: entry.lastSuccessAt,
+  guard.status = () =>
+    monitor.status({
       nextCheckAt: poller.nextCheckAt(),
       consecutiveFailures: monitor.lastCheckBy === 'peer' ? monitor.peerFailures : poller.consecutiveFailures(),
-      graceEndsAt: monitor.graceEndsAt(),
-      clockOffsetMs: config.client.clockOffsetMs(),
-      lastError: monitor.lastFailure === null ? null : errorCodeOf(monitor.lastFailure),
       store: sync?.health ?? 'none',
-      lastCheckBy: monitor.lastCheckBy,
-    };
-  };
+    });
   guard.on = (event, listener) => {
     monitor.on(event, listener as (...args: unknown[]) => void);
     return guard;

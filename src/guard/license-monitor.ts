@@ -4,11 +4,12 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
-import { LocalStateError } from '../errors.js';
+import { errorCodeOf, LocalStateError } from '../errors.js';
 import { describeError } from '../logger.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from '../store/check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
+import type { LicenseStatus } from './license-guard.js';
 import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
 import { buildSnapshot, type GuardSnapshot } from './snapshot.js';
 import { writeStateFile } from './state-file.js';
@@ -188,6 +189,22 @@ export class LicenseMonitor extends EventEmitter {
     this.closed = true;
     if (this.graceTimer) clearTimeout(this.graceTimer);
     return this.writes;
+  }
+
+  /** The status as `guard.status()` shows it: what the monitor knows, plus what the scheduler knows. */
+  status(schedule: Pick<LicenseStatus, 'nextCheckAt' | 'consecutiveFailures' | 'store'>): LicenseStatus {
+    const entry = this.entry;
+    return {
+      state: entry.state,
+      reason: entry.snapshot.lock?.reason ?? entry.reason,
+      lastCheckAt: this.lastCheckAt,
+      lastSuccessAt: entry.lastSuccessAt,
+      graceEndsAt: this.graceEndsAt(),
+      clockOffsetMs: this.config.client.clockOffsetMs(),
+      lastError: this.lastFailure === null ? null : errorCodeOf(this.lastFailure),
+      lastCheckBy: this.lastCheckBy,
+      ...schedule,
+    };
   }
 
   /** Applies one event of the transition table with the verdict it concerns (also used by the restore paths). */

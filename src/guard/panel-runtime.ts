@@ -140,20 +140,7 @@ export class PanelRuntime {
   }
 
   status(): LicenseStatus {
-    const entry = this.monitor.entry;
-    return {
-      state: entry.state,
-      reason: entry.snapshot.lock?.reason ?? entry.reason,
-      lastCheckAt: this.monitor.lastCheckAt,
-      lastSuccessAt: entry.lastSuccessAt,
-      nextCheckAt: this.spreader.nextAt(this.key) ?? null,
-      consecutiveFailures: this.failures,
-      graceEndsAt: this.monitor.graceEndsAt(),
-      clockOffsetMs: this.config.client.clockOffsetMs(),
-      lastError: this.monitor.lastFailure === null ? null : errorCodeOf(this.monitor.lastFailure),
-      store: 'none',
-      lastCheckBy: this.monitor.lastCheckBy,
-    };
+    return this.monitor.status({ nextCheckAt: this.spreader.nextAt(this.key) ?? null, consecutiveFailures: this.failures, store: 'none' });
   }
 
   close(): void {
