@@ -18,6 +18,11 @@ export interface CheckSpreader {
   /** A check at `atMs` (a retry); it still waits its turn under the per-second cap. */
   scheduleAt(id: string, atMs: number): void;
   cancel(id: string): void;
+  /**
+   * Which of the panel's regular slots `atMs` belongs to (the nearest one): the same number on
+   * every instance whose clock is within half an interval, so instances can elect one checker per slot.
+   */
+  slotOf(id: string, atMs: number): number;
   /** Due time of a panel's next check, if one is scheduled. */
   nextAt(id: string): number | undefined;
   /** The most checks started in any one second so far (for the benchmark). */
@@ -95,6 +100,7 @@ export function createCheckSpreader({ intervalMs, now, run, count }: CheckSpread
       buckets.get(second)?.delete(id);
       dueSecond.delete(id);
     },
+    slotOf: (id, atMs) => Math.round((atMs - phaseOf(id, intervalMs)) / intervalMs),
     nextAt(id) {
       const second = dueSecond.get(id);
       return second === undefined ? undefined : second * SECOND;

@@ -33,6 +33,8 @@ export interface LicenseStatus {
   store: StoreHealth;
   /** Who ran the last check: this instance, a peer through the store (cluster mode), or nobody yet. */
   lastCheckBy: 'self' | 'peer' | null;
+  /** `panels` mode: the panel's id (derived from its key, never the key itself), as events name it. */
+  panel?: string;
 }
 
 export interface GuardEvents {

@@ -68,7 +68,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       if (!panel) return;
       // No request for `idleMs`: stop checking until the next one (which checks first if needed).
       if (config.now() - panel.lastRequestAt > panels.idleMs) panel.idle = true;
-      else void panel.check();
+      else panel.scheduled();
     },
   });
 
@@ -84,8 +84,10 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       running.set(known.runtimeKey, panel);
       const last = retired.get(known.runtimeKey);
       retired.delete(known.runtimeKey);
-      if (last && panel.restore(last)) spreader.scheduleAt(panel.key, config.now());
-      else panel.firstCheck = panel.check();
+      if (last && panel.restore(last)) {
+        panel.sync?.resume();
+        spreader.scheduleAt(panel.key, config.now());
+      } else panel.firstCheck = panel.start();
     }
     followHost(host, known.runtimeKey);
     return panel;

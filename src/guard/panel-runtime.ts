@@ -3,6 +3,8 @@
 import type { EventEmitter } from 'node:events';
 import type { LicenseResponse } from '../client/license-response.js';
 import { errorCodeOf } from '../errors.js';
+import type { ClusterSync } from '../store/cluster-sync.js';
+import { createPanelSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { CheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
@@ -32,7 +34,11 @@ export class PanelRuntime {
   readonly hooks: ServeHooks;
   lastRequestAt: number;
   idle = false;
+  /** With a store: this panel's share of the cluster (one check per slot among the instances). */
+  readonly sync: ClusterSync | undefined;
   private failures = 0;
+  /** The next check scheduled is this instance's retry (it ran the failing check), not a regular slot. */
+  private retrying = false;
   private checking: Promise<void> | undefined;
   /** The first check (or the first after idling), which requests may wait for. */
   firstCheck: Promise<void> | undefined;
@@ -49,8 +55,12 @@ export class PanelRuntime {
   ) {
     const client = (shared.panels as NonNullable<GuardConfig['panels']>).clientFor(credentials);
     this.id = client.panelId;
-    this.config = { ...shared, client, panelKey: client.panelId };
+    this.config = { ...shared, client, panelKey: client.panelId, storeMac: (data) => client.localMac('license-store', data) };
     this.monitor = new LicenseMonitor(this.config);
+    this.sync = createPanelSync(this.config, this.monitor, {
+      onPeerRecord: (record) => this.peerChecked(record.failures),
+      checkNow: () => void this.check(),
+    });
     this.lastRequestAt = shared.now();
     const tag = { panel: this.id };
     for (const name of ['change', 'lock', 'unlock'] as const) this.monitor.on(name, (change: ChangeEvent) => events.emit(name, { ...change, ...tag }));
@@ -75,22 +85,88 @@ export class PanelRuntime {
 
   /** Checks now (concurrent calls share one check) and schedules the next: regular, or a retry. */
   check(): Promise<void> {
-    this.checking ??= (async () => {
-      try {
-        const verdict = await this.config.client.checkLicense({ signal: this.closing.signal });
-        this.monitor.verdictReceived(verdict, this.config.now());
-        this.failures = 0;
-        if (!this.closing.signal.aborted) this.spreader.scheduleRegular(this.key);
-      } catch (error) {
-        this.monitor.checkFailed(error, this.config.now());
-        this.failures++;
-        const delay = retryDelay(this.failures, this.config.retryBaseMs, this.config.retryMaxMs, this.config.random);
-        if (!this.closing.signal.aborted) this.spreader.scheduleAt(this.key, this.config.now() + delay);
-      }
-    })().finally(() => {
+    this.checking ??= this.runCheck().finally(() => {
       this.checking = undefined;
     });
     return this.checking;
+  }
+
+  private async runCheck(): Promise<void> {
+    const { client, now } = this.config;
+    // With a store: this check's place among the instances' checks is fixed when it starts.
+    const order = this.sync?.nextOrder();
+    let failure: unknown = null;
+    let applied: boolean;
+    let answer: LicenseResponse | undefined;
+    try {
+      answer = await client.checkLicense({ signal: this.closing.signal });
+      applied = this.monitor.verdictReceived(answer, now(), order);
+    } catch (error) {
+      failure = error;
+      applied = this.monitor.checkFailed(error, now(), order);
+    }
+    if (this.closing.signal.aborted) return;
+    if (!applied) {
+      // A peer's later check arrived meanwhile and stands; if it contradicts our answer (the
+      // license changed while both ran), ask once more: a check starting now orders after both.
+      // Either way this panel keeps its place in the schedule, as a regular slot.
+      const held = this.monitor.entry.verdict;
+      if (answer !== undefined && held !== undefined && held.active !== answer.active) setTimeout(() => void this.check(), 50).unref();
+      this.retrying = false;
+      this.spreader.scheduleRegular(this.key);
+      return;
+    }
+    this.retrying = failure !== null;
+    if (failure === null) this.spreader.scheduleRegular(this.key);
+    else {
+      const delay = retryDelay(this.failures + 1, this.config.retryBaseMs, this.config.retryMaxMs, this.config.random);
+      this.spreader.scheduleAt(this.key, now() + delay);
+    }
+    this.sync?.share(
+      sharedRecordOf(this.monitor, failure, { consecutiveFailures: () => this.failures, nextCheckAt: () => this.spreader.nextAt(this.key) ?? null }),
+    );
+    this.failures = failure === null ? 0 : this.failures + 1;
+  }
+
+  /**
+   * The spreader's call. Alone, or for this instance's own retry: check. With a store, a regular
+   * slot is checked by one instance (a sealed lease per panel and slot); the others re-read the
+   * panel's record, and check themselves only if no result follows in time.
+   */
+  scheduled(): void {
+    const { sync } = this;
+    if (!sync || this.retrying) {
+      void this.check();
+      return;
+    }
+    const slot = this.spreader.slotOf(this.key, this.config.now());
+    void sync.acquire(`slot:${slot}`, this.config.panels?.checkIntervalMs ?? 300_000).then((elected) => {
+      if (this.closing.signal.aborted) return;
+      if (elected) return void this.check();
+      this.spreader.scheduleRegular(this.key);
+      sync.slotSkipped(String(slot));
+    });
+  }
+
+  /**
+   * The first check of a panel new to this instance. With a store, a current record of the
+   * panel (a peer checked it lately) is adopted instead, and instances starting together make
+   * one call between them.
+   */
+  async start(): Promise<void> {
+    if (!this.sync) return this.check();
+    const plan = await this.sync.start(this.config.startupTimeoutMs);
+    if (this.closing.signal.aborted) return;
+    if (plan === 'check') return this.check();
+    this.spreader.scheduleRegular(this.key);
+  }
+
+  /** A peer ran the newest check of this panel: it owns the retries, and its count of failures is ours. */
+  private peerChecked(failures: number): void {
+    this.failures = failures;
+    if (!this.retrying) return;
+    this.retrying = false;
+    this.spreader.scheduleRegular(this.key);
   }
 
   /** What survives eviction: enough to resume the panel without trusting it beyond its grace. */
@@ -140,12 +216,18 @@ export class PanelRuntime {
   }
 
   status(): LicenseStatus {
-    return this.monitor.status({ nextCheckAt: this.spreader.nextAt(this.key) ?? null, consecutiveFailures: this.failures, store: 'none' });
+    const status = this.monitor.status({
+      nextCheckAt: this.spreader.nextAt(this.key) ?? null,
+      consecutiveFailures: this.monitor.lastCheckBy === 'peer' ? this.monitor.peerFailures : this.failures,
+      store: this.sync?.health ?? 'none',
+    });
+    return { ...status, panel: this.id };
   }
 
   close(): void {
     this.closing.abort();
     this.spreader.cancel(this.key);
     void this.monitor.close();
+    void this.sync?.close();
   }
 }

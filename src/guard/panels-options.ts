@@ -42,7 +42,12 @@ export interface ResolvedPanels {
 
 const KEYS = ['resolve', 'max', 'idleMs', 'resolveTtlMs', 'unknownTtlMs', 'resolveTimeoutMs', 'checkIntervalMs'];
 /** Options that name one panel, or schedule one: meaningless with `panels`. */
-const SINGLE_PANEL = ['apiKey', 'apiSecret', 'client', 'stateFile', 'store', 'syncIntervalMs', 'schedule'] as const;
+const SINGLE_PANEL = ['apiKey', 'apiSecret', 'client', 'stateFile', 'syncIntervalMs', 'schedule'] as const;
+const HINTS: Partial<Record<(typeof SINGLE_PANEL)[number], string>> = {
+  schedule: 'Use `panels.checkIntervalMs`.',
+  syncIntervalMs: "With `panels` and a `store`, each panel's record is re-read at its check slots; drop `syncIntervalMs`.",
+  stateFile: 'With `panels`, pass `store` to keep verdicts across restarts and instances.',
+};
 
 export function resolvePanels(options: LicenseGuardOptions, problems: OptionProblems): ResolvedPanels | undefined {
   const given = options.panels;
@@ -53,13 +58,7 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
   }
   for (const name of SINGLE_PANEL)
     if (options[name] !== undefined)
-      problems.add(
-        optionError(
-          name,
-          'was given together with `panels`',
-          name === 'schedule' ? 'Use `panels.checkIntervalMs`.' : 'Each panel comes from `panels.resolve(host)`.',
-        ),
-      );
+      problems.add(optionError(name, 'was given together with `panels`', HINTS[name] ?? 'Each panel comes from `panels.resolve(host)`.'));
   for (const name of Object.keys(given))
     if (!KEYS.includes(name)) problems.add(optionError(`panels.${name}`, 'is not a panels option', `Use ${KEYS.join(', ')}.`));
   const resolve = problems.check(() => optionalFunction<PanelsOptions['resolve']>('panels.resolve', given.resolve), undefined);

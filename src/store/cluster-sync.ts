@@ -19,7 +19,7 @@ export interface ClusterSyncOptions {
   mac: Mac;
   monitor: LicenseMonitor;
   now: () => number;
-  /** How often the record is re-read, in case a published change was missed. */
+  /** How often the record is re-read, in case a published change was missed; 0 for never. */
   syncIntervalMs: number;
   /** How long a record stays in the store after its last write. */
   recordTtlMs: number;
@@ -62,6 +62,7 @@ export class ClusterSync {
   /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
   private readonly instance = randomBytes(8).toString('hex');
   private started = false;
+  private joined = false;
   private currentAppliedMono = Number.NEGATIVE_INFINITY;
   private readonly refusals: RefusalReports;
   private closed = false;
@@ -82,6 +83,19 @@ export class ClusterSync {
    * not current is still adopted the way a state file is restored (grace or locked).
    */
   async start(startupTimeoutMs: number): Promise<'current' | 'check'> {
+    this.join();
+    const begun = performance.now();
+    try {
+      return await this.firstVerdict(begun, startupTimeoutMs);
+    } finally {
+      this.started = true;
+    }
+  }
+
+  /** Subscribes and starts the periodic read (idempotent). */
+  private join(): void {
+    if (this.joined || this.closed) return;
+    this.joined = true;
     const { store, syncIntervalMs } = this.options;
     try {
       const subscription = store.subscribe(this.key, (text) => this.received(text, true));
@@ -94,14 +108,20 @@ export class ClusterSync {
     } catch (error) {
       this.unavailable(error);
     }
-    this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
-    this.readTimer.unref();
-    const begun = performance.now();
-    try {
-      return await this.firstVerdict(begun, startupTimeoutMs);
-    } finally {
-      this.started = true;
+    // 0: no timer of its own (`panels` mode re-reads each panel's record at its check slots).
+    if (syncIntervalMs > 0) {
+      this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
+      this.readTimer.unref();
     }
+  }
+
+  /** Joins and reads the panel's record, with no start-up of its own (a resumed panel in `panels` mode). */
+  resume(): void {
+    if (this.joined) return;
+    this.join();
+    void this.read().finally(() => {
+      this.started = true;
+    });
   }
 
   private async firstVerdict(begun: number, startupTimeoutMs: number): Promise<'current' | 'check'> {

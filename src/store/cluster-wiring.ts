@@ -3,7 +3,7 @@ import { errorCodeOf } from '../errors.js';
 import type { GuardConfig } from '../guard/guard-options.js';
 import type { LicenseMonitor } from '../guard/license-monitor.js';
 import type { Poller } from '../guard/poller.js';
-import { ClusterSync } from './cluster-sync.js';
+import { ClusterSync, type ClusterSyncOptions } from './cluster-sync.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -19,9 +19,8 @@ export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, 
     monitor,
     now: config.now,
     syncIntervalMs: config.syncIntervalMs,
-    // Kept while the panel runs (every check rewrites it) and long enough to carry a verdict
-    // through any grace period; a retired panel's record expires on its own.
-    recordTtlMs: Math.min(2 ** 31 - 1, Math.max(30 * DAY_MS, 2 * config.gracePeriodMs)),
+    // A retired panel's record expires on its own.
+    recordTtlMs: recordTtlMs(config),
     staleAfterMs: config.jitterMs + checkTimeoutMs + 30_000,
     checkTimeoutMs,
     // The elected peer waits up to jitterMs, then takes up to timeoutMs; then its record is due.
@@ -33,6 +32,39 @@ export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, 
     },
     checkNow: () => void poller().refresh(),
   });
+}
+
+/**
+ * The sync of one panel in `panels` mode, or undefined without a store. Checks are elected per
+ * panel slot by the panel runtime itself (no node-cron task per panel), and the record is re-read
+ * at each slot this instance skips rather than on a timer per panel.
+ */
+export function createPanelSync(
+  config: GuardConfig,
+  monitor: LicenseMonitor,
+  hooks: Pick<ClusterSyncOptions, 'onPeerRecord' | 'checkNow'>,
+): ClusterSync | undefined {
+  if (!config.store) return undefined;
+  const checkTimeoutMs = config.client.timeoutMs;
+  return new ClusterSync({
+    store: config.store,
+    panelId: config.panelKey,
+    mac: config.storeMac,
+    monitor,
+    now: config.now,
+    syncIntervalMs: 0,
+    recordTtlMs: recordTtlMs(config),
+    staleAfterMs: checkTimeoutMs + 30_000,
+    checkTimeoutMs,
+    // The elected instance may start its check a few seconds late under the per-second cap.
+    fallbackMs: checkTimeoutMs + 10_000,
+    ...hooks,
+  });
+}
+
+/** Kept while the panel runs (every check rewrites it) and long enough to carry a verdict through any grace period. */
+function recordTtlMs(config: GuardConfig): number {
+  return Math.min(2 ** 31 - 1, Math.max(30 * DAY_MS, 2 * config.gracePeriodMs));
 }
 
 /**

@@ -15,6 +15,7 @@ export interface NodeRedisSubscriber {
   connect(): Promise<unknown>;
   on(event: 'error', listener: (error: unknown) => void): unknown;
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
+  unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   destroy(): void;
 }
 
@@ -69,6 +70,7 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
   }
 
   const ms = (value: number) => String(Math.max(1, Math.floor(value)));
+  let subscriber: { connection: NodeRedisSubscriber; connected: Promise<NodeRedisSubscriber>; users: number } | undefined;
   return {
     kind: 'redis',
     get: (key, maxBytes) => command<string | null>(['EVAL', GET_SCRIPT, '1', prefix + key, String(maxBytes)]),
@@ -77,22 +79,43 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
     },
     acquire: (key, value, ttlMs) => command<string | null>(['EVAL', ACQUIRE_SCRIPT, '1', prefix + key, value, ms(ttlMs)]),
     subscribe(key, listener) {
-      const subscriber = client.duplicate();
-      subscriber.on('error', () => {});
+      // One subscriber connection for every key (many panels share it); it goes when the last
+      // subscription closes.
+      const channel = prefix + key;
+      const onMessage = (message: string) => listener(message);
+      if (!subscriber) {
+        const connection = client.duplicate();
+        connection.on('error', () => {});
+        const entry = { connection, connected: Promise.resolve(connection), users: 0 };
+        // A connection that never came up is not handed to later subscriptions.
+        entry.connected = connection.connect().then(
+          () => connection,
+          (error: unknown) => {
+            if (subscriber === entry) subscriber = undefined;
+            throw error;
+          },
+        );
+        subscriber = entry;
+      }
+      const shared = subscriber;
+      shared.users++;
       // node-redis reconnects and re-subscribes by itself after an outage; messages published
-      // meanwhile are lost, which the guard's periodic read makes up for.
-      const ready = subscriber
-        .connect()
-        .then(() => subscriber.subscribe(prefix + key, (message) => listener(message)))
-        .then(() => {});
+      // meanwhile are lost, which the guard's re-reads make up for.
+      const ready = shared.connected.then((connection) => connection.subscribe(channel, onMessage)).then(() => {});
       let closed = false;
       return {
         ready,
         async close() {
           if (closed) return;
           closed = true;
+          shared.users--;
+          if (shared.users > 0) {
+            await shared.connected.then((connection) => connection.unsubscribe(channel, onMessage)).catch(() => {});
+            return;
+          }
+          if (subscriber === shared) subscriber = undefined;
           try {
-            subscriber.destroy();
+            shared.connection.destroy();
           } catch {
             // Already closed (it never connected): nothing is left to stop.
           }

@@ -1,0 +1,171 @@
+import { randomBytes } from 'node:crypto';
+import express from 'express';
+import { createClient, type RedisClientType } from 'redis';
+import request from 'supertest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
+import { redisLicenseStore } from '../src/redis.js';
+import type { MotherEmulator } from '../src/testing.js';
+import { silentLogger } from './guard-app.js';
+import { sleep, startEmulator, waitFor } from './helpers.js';
+import { OwnRedis, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+
+// `panels` mode with a Redis store: several instances of one deployment serve the same hosts,
+// and each panel is checked once per slot among them, with one verdict per panel.
+const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
+
+const PANELS = {
+  'beats.example': { apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', panel: { name: 'Beats', custom_domain: 'beats.example' } },
+  'labelx.example': { apiKey: 'pk_labelx', apiSecret: 'sk_labelx_0123456789', panel: { name: 'Label X', custom_domain: 'labelx.example' } },
+  'acme.example': { apiKey: 'pk_acme', apiSecret: 'sk_acme_0123456789', panel: { name: 'Acme', custom_domain: 'acme.example' } },
+} as const;
+type Host = keyof typeof PANELS;
+const HOSTS = Object.keys(PANELS) as Host[];
+const INTERVAL_MS = 10_000;
+
+let emulator: MotherEmulator;
+const clients: RedisClientType[] = [];
+const guards: LicenseGuard[] = [];
+let offset = 0;
+
+beforeAll(async () => {
+  emulator = await startEmulator(Object.values(PANELS).map(({ apiKey, apiSecret, panel }) => ({ apiKey, apiSecret, active: true, panel })));
+});
+afterAll(() => emulator.close());
+afterEach(async () => {
+  await Promise.all(guards.splice(0).map((guard) => guard.close()));
+  await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})));
+  for (const { apiKey } of Object.values(PANELS)) emulator.setPanel(apiKey, { active: true, reason: null });
+  emulator.setFaults({});
+  emulator.reset();
+  offset = 0;
+});
+
+/** One instance of the deployment, with its own Redis connection as a separate process would have. */
+async function instance(prefix: string, url = REDIS_URL, options: Partial<LicenseGuardOptions> = {}) {
+  const name = `${prefix.replaceAll(':', '')}-${clients.length}`;
+  const client = createClient({ url, name, socket: { reconnectStrategy: () => 100 } }) as RedisClientType;
+  client.on('error', () => {});
+  await client.connect();
+  clients.push(client);
+  const errors: (Error & { panel?: string; code?: string })[] = [];
+  const guard = licenseGuard({
+    baseUrl: emulator.url,
+    panels: { resolve: async (host) => PANELS[host as Host] ?? null, checkIntervalMs: INTERVAL_MS, idleMs: 3600_000 },
+    store: redisLicenseStore({ client, prefix }),
+    now: () => Date.now() + offset,
+    logger: silentLogger,
+    ...options,
+  });
+  guard.on('error', (error) => errors.push(error as Error));
+  guards.push(guard);
+  const app = express();
+  app.use(guard);
+  app.get('/', (_req, res) => {
+    res.send(res.locals.branding.name);
+  });
+  return { guard, app, errors, redis: client, name };
+}
+
+const checksBy = (apiKey: string) => emulator.requests.filter((r) => r.endpoint === 'license.php' && r.apiKey === apiKey).length;
+const newPrefix = () => `test-panels-${process.pid}-${randomBytes(4).toString('hex')}:`;
+type Instance = Awaited<ReturnType<typeof instance>>;
+async function visitAll(instances: Instance[]): Promise<void> {
+  for (const { app } of instances) for (const host of HOSTS) await request(app).get('/').set('Host', host).expect(200);
+}
+
+describe.skipIf(!haveRedis)('licenseGuard({ panels, store })', () => {
+  it('checks each panel once per slot among all instances, starting from one call per panel', { timeout: 30_000 }, async () => {
+    const prefix = newPrefix();
+    const three = [await instance(prefix), await instance(prefix), await instance(prefix)];
+    // The first instance checks each panel; the others adopt its current record.
+    await visitAll(three);
+    for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBe(1);
+    for (let slot = 2; slot <= 4; slot++) {
+      offset += INTERVAL_MS + 1000;
+      await waitFor(() => Object.values(PANELS).every(({ apiKey }) => checksBy(apiKey) >= slot), `slot ${slot} checked`);
+      await sleep(1500);
+      for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBe(slot);
+    }
+    for (const { guard } of three) for (const host of HOSTS) expect(guard.status(host)).toMatchObject({ state: 'active', store: 'ok' });
+    // Some instance other than the checker heard of each check through the store.
+    const peers = three.flatMap(({ guard }) => HOSTS.map((host) => guard.status(host)?.lastCheckBy));
+    expect(peers).toContain('peer');
+  });
+
+  it('carries a lock verified by one instance to every other, and to that panel only', async () => {
+    const prefix = newPrefix();
+    const three = [await instance(prefix), await instance(prefix), await instance(prefix)];
+    await visitAll(three);
+    emulator.setPanel('pk_labelx', { active: false, reason: 'Unpaid' });
+    expect(await three[0]?.guard.refresh('labelx.example')).toBe('locked');
+    await waitFor(() => three.every(({ guard }) => guard.status('labelx.example')?.state === 'locked'), 'the lock on every instance', 2000);
+    for (const { app } of three) {
+      await request(app).get('/').set('Host', 'labelx.example').expect(503);
+      await request(app).get('/').set('Host', 'beats.example').expect(200);
+    }
+    expect(checksBy('pk_labelx')).toBe(2);
+    emulator.setPanel('pk_labelx', { active: true });
+    await three[2]?.guard.refresh('labelx.example');
+    await waitFor(() => three.every(({ guard }) => guard.status('labelx.example')?.state === 'active'), 'the unlock on every instance', 2000);
+  });
+
+  it("refuses one panel's record copied onto another panel's key", async () => {
+    const prefix = newPrefix();
+    const two = [await instance(prefix), await instance(prefix)];
+    await visitAll(two);
+    emulator.setPanel('pk_beats', { active: false, reason: 'Stolen' });
+    await two[0]?.guard.refresh('beats.example');
+    const beats = two[0]?.guard.status('beats.example')?.panel as string;
+    const labelx = two[0]?.guard.status('labelx.example')?.panel as string;
+    expect(beats).toMatch(/^[0-9a-f]{32}$/);
+    const redis = two[0]?.redis as RedisClientType;
+    const locked = (await redis.get(`${prefix}${beats}:verdict`)) as string;
+    expect(locked).toBeTruthy();
+    await redis.set(`${prefix}${labelx}:verdict`, locked);
+    await redis.publish(`${prefix}${labelx}:verdict`, locked);
+    await waitFor(() => two.every(({ errors }) => errors.some((error) => error.panel === labelx)), 'the refusal reported');
+    for (const { guard, app } of two) {
+      expect(guard.status('labelx.example')?.state).toBe('active');
+      await request(app).get('/').set('Host', 'labelx.example').expect(200);
+    }
+    expect(JSON.stringify(two.flatMap(({ errors }) => errors.map((e) => e.message)))).not.toMatch(/pk_|sk_/);
+  });
+
+  it('never locks when Redis fails: each instance checks its panels itself, then one checks again', { timeout: 40_000 }, async () => {
+    const redisServer = await OwnRedis.create();
+    try {
+      const prefix = newPrefix();
+      const two = [await instance(prefix, redisServer.url), await instance(prefix, redisServer.url)];
+      await visitAll(two);
+      const before = checksBy('pk_acme');
+      await redisServer.stop();
+      offset += INTERVAL_MS + 1000;
+      await waitFor(() => checksBy('pk_acme') === before + 2, 'both instances checking for themselves', 15_000);
+      for (const { guard } of two) expect(guard.status('acme.example')).toMatchObject({ state: 'active', store: 'unavailable' });
+      for (const { errors } of two) expect(errors.some((error) => error.code === 'STORE_UNAVAILABLE')).toBe(true);
+      await redisServer.start();
+      await waitFor(() => two.every(({ redis }) => redis.isReady), 'the clients reconnected', 15_000);
+      const after = checksBy('pk_acme');
+      offset += INTERVAL_MS + 1000;
+      await waitFor(() => checksBy('pk_acme') > after, 'the next slot');
+      await sleep(1500);
+      expect(checksBy('pk_acme')).toBe(after + 1);
+      for (const { guard } of two) expect(guard.status('acme.example')).toMatchObject({ state: 'active', store: 'ok' });
+    } finally {
+      await redisServer.stop();
+    }
+  });
+
+  it('shares one Redis connection for subscriptions, however many panels', async () => {
+    const prefix = newPrefix();
+    const one = await instance(prefix);
+    await visitAll([one]);
+    const list = String(await one.redis.sendCommand(['CLIENT', 'LIST']));
+    const connections = list.split('\n').filter((line) => line.includes(` name=${one.name} `));
+    expect(connections).toHaveLength(2);
+    expect(connections.filter((line) => / sub=3 /.test(line))).toHaveLength(1);
+    const channels = (await one.redis.sendCommand(['PUBSUB', 'CHANNELS', `${prefix}*`])) as string[];
+    expect(channels).toHaveLength(HOSTS.length);
+  });
+});
