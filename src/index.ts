@@ -25,6 +25,8 @@ export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard }
 export type { ChangeEvent } from './guard/license-monitor.js';
 export type { LicenseState } from './guard/license-state.js';
 export type { LicenseLocals } from './guard/snapshot.js';
+export type { StatusBody, StatusHandlerOptions } from './guard/status-handler.js';
+export type { LogFields, Logger } from './logger.js';
 export type {
   DeadEvent,
   DeliveredEvent,

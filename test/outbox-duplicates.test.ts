@@ -126,7 +126,7 @@ describe('the release outbox', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(titles()).toEqual(['Stored once']);
     expect(delivered).toEqual([
-      expect.objectContaining({ id, releaseId: undefined, unconfirmed: expect.stringMatching(/accepted the release but its answer was unusable/) }),
+      expect.objectContaining({ id, releaseId: undefined, unconfirmed: expect.stringMatching(/accepted it, but its answer was unusable/) }),
     ]);
     const [row] = await outbox.list();
     expect(row).toMatchObject({ state: 'delivered', releaseId: undefined, lastError: expect.stringMatching(/unusable/) });

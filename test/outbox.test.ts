@@ -112,7 +112,15 @@ describe('createReleaseOutbox()', () => {
       const received = emulator.releases[0];
       expect(received?.release).toEqual({ title: 'Café 🎵', isrc: 'USRC17607839', remote_track_id: 'trk-1' });
       expect(events.delivered).toEqual([
-        { id: 1, remoteTrackId: 'trk-1', releaseId: received?.releaseId, attempts: 1, superseded: false, unconfirmed: undefined },
+        {
+          id: 1,
+          remoteTrackId: 'trk-1',
+          releaseId: received?.releaseId,
+          attempts: 1,
+          durationMs: expect.any(Number),
+          superseded: false,
+          unconfirmed: undefined,
+        },
       ]);
       expect(await outbox.list()).toMatchObject([{ id: 1, state: 'delivered', releaseId: received?.releaseId, release: received?.release, leased: false }]);
     });
@@ -272,7 +280,10 @@ describe('createReleaseOutbox()', () => {
         await outbox.enqueue({ title: 'Two' });
         expect(await drained(outbox)).toMatchObject({ pending: 0, dead: 2 });
         // Nobody listens for 'dead': the logger hears about it instead.
-        expect(logger.warn).toHaveBeenCalledWith(expect.stringMatching(/release #1 is dead/));
+        expect(logger.warn).toHaveBeenCalledWith(
+          expect.stringMatching(/release #1 is dead after 1 attempt; the mother said: /),
+          expect.objectContaining({ event: 'release_dead', release: 1, attempt: 1, code: expect.any(String) }),
+        );
         emulator.setFaults({});
         expect(await outbox.retryAllDead()).toBe(2);
         expect(await drained(outbox)).toMatchObject({ delivered: 2, dead: 0 });
@@ -392,7 +403,7 @@ describe('createReleaseOutbox()', () => {
       await outbox.enqueue({ title: 'One' });
       await outbox.enqueue({ title: 'Two' });
       expect(await drained(outbox)).toMatchObject({ delivered: 2 });
-      expect(logger.error).toHaveBeenCalledWith(expect.stringMatching(/'delivered' listener threw/), expect.any(Error));
+      expect(logger.error).toHaveBeenCalledWith(expect.stringMatching(/'delivered' listener threw: /), { event: 'listener_threw', listener: 'delivered' });
     });
   });
 

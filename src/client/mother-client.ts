@@ -75,8 +75,8 @@ function parseJson(raw: RawResponse): unknown {
     return JSON.parse(raw.text);
   } catch (error) {
     const looksHtml = /^\s*</.test(raw.text);
-    const what = raw.text.length === 0 ? 'an empty body' : looksHtml ? 'an HTML page' : 'invalid JSON';
-    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what} instead of JSON.`, raw.status, error);
+    const what = raw.text.length === 0 ? 'an empty body' : looksHtml ? 'an HTML page' : 'a body that is not valid JSON';
+    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what}.`, raw.status, error);
   }
 }
 

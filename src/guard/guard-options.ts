@@ -1,7 +1,7 @@
 // Public options of licenseGuard() and their validation into a fully resolved config.
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
-import { describeError, isolateLogger, type Logger } from '../logger.js';
+import { describeError, isolateLogger, type Logger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
 import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
 import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
@@ -9,6 +9,7 @@ import { optionalString, validApiPrefix, validColor, validLockStatus, validLogge
 import { type DomainPolicy, type DomainsMode, resolveDomainPolicy } from './licensed-domains.js';
 import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels-options.js';
 import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
+import { GuardTelemetry } from './telemetry.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
 export type GuardLogger = Logger;
@@ -138,7 +139,9 @@ export interface GuardConfig {
   panels: ResolvedPanels | undefined;
   now: () => number;
   random: () => number;
-  logger: GuardLogger;
+  logger: StructuredLogger;
+  /** The package's own instruments (metrics) observe checks and transitions here; one per guard. */
+  telemetry: GuardTelemetry;
 }
 
 const KNOWN = [
@@ -219,7 +222,9 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
   const onPredicateError = (error: unknown) => {
     if (predicateErrorLogged) return;
     predicateErrorLogged = true;
-    logger.error(`panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${describeError(error)}`);
+    logger.error(`panel-license-guard: an \`allow\` predicate threw (the request was treated as not allowed): ${describeError(error)}`, {
+      event: 'allow_predicate_threw',
+    });
   };
   const retryBaseMs = problems.check(() => timerMs('retryBaseMs', options.retryBaseMs, 30_000), 30_000);
   const retryMaxMs = problems.check(() => timerMs('retryMaxMs', options.retryMaxMs, 300_000), 300_000);
@@ -279,6 +284,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     logger,
+    telemetry: new GuardTelemetry(),
   };
   problems.throwIfAny('licenseGuard');
   return { client: client as MotherClient, ...config };

@@ -1,6 +1,6 @@
 // Validators of single licenseGuard() options: each throws a TypeError that names the option and the fix.
 import cron from 'node-cron';
-import { isolateLogger } from '../logger.js';
+import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { optionError, positiveInteger, shown } from '../options.js';
 import { safeColor } from './branding.js';
 import type { GuardLogger } from './guard-options.js';
@@ -43,7 +43,7 @@ export function validApiPrefix(value: unknown): string | undefined {
   return apiPrefix?.replace(/\/+$/, '');
 }
 
-export function validLogger(logger: unknown): GuardLogger {
+export function validLogger(logger: unknown): StructuredLogger {
   if (logger === undefined) return isolateLogger(console);
   const candidate = logger as Partial<GuardLogger>;
   if (typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {

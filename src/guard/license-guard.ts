@@ -9,6 +9,8 @@ import { multiPanelGuard } from './multi-panel-guard.js';
 import { createPoller } from './poller.js';
 import { serveVerdict, uncheckedDomainWarning } from './serve-verdict.js';
 import { restoreStateFile } from './state-restore.js';
+import { createStatusHandler, type StatusHandlerOptions } from './status-handler.js';
+import { attachInstruments, checkResult } from './telemetry.js';
 
 export interface LicenseStatus {
   state: LicenseState;
@@ -57,6 +59,12 @@ export interface LicenseGuard extends RequestHandler {
   readonly state: LicenseState;
   /** With `panels`: the status of the panel at `host` (undefined for a host not known yet). */
   status(host?: string): LicenseStatus;
+  /**
+   * A handler answering the status as JSON: 200 while the panel serves (active, grace), 503 while
+   * it does not (locked, pending), for load balancers and operator pages. With `panels`: the panel
+   * of the request's host (404 for an unknown host).
+   */
+  statusHandler(options?: StatusHandlerOptions): RequestHandler;
   on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
   off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
 }
@@ -81,13 +89,17 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       let failure: unknown = null;
       let applied: boolean;
       let lastAnswer: { active: boolean } | undefined;
+      const began = performance.now();
       try {
         const verdict = await config.client.checkLicense({ signal: closing.signal });
         lastAnswer = verdict;
+        config.telemetry.check({ panel: config.panelKey, result: checkResult(verdict, null), durationMs: performance.now() - began });
         applied = monitor.verdictReceived(verdict, config.now(), order);
       } catch (error) {
         failure = error;
-        applied = monitor.checkFailed(error, config.now(), order);
+        if (!closing.signal.aborted)
+          config.telemetry.check({ panel: config.panelKey, result: checkResult(undefined, error), durationMs: performance.now() - began });
+        applied = monitor.checkFailed(error, config.now(), order, poller.consecutiveFailures() + 1);
       }
       if (!applied) {
         // A peer's later check arrived meanwhile and stands. If its verdict contradicts our answer
@@ -157,6 +169,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
         if (!warnedNotStarted)
           config.logger.warn(
             'panel-license-guard: a request arrived before guard.start(); starting the license check now. Call `await guard.start()` at boot.',
+            { event: 'not_started', panel: config.panelKey || undefined },
           );
         warnedNotStarted = true;
         void start();
@@ -189,6 +202,13 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       consecutiveFailures: monitor.lastCheckBy === 'peer' ? monitor.peerFailures : poller.consecutiveFailures(),
       store: sync?.health ?? 'none',
     });
+  guard.statusHandler = (options) => createStatusHandler(() => guard.status(), options);
+  attachInstruments(guard, {
+    telemetry: config.telemetry,
+    multiPanel: false,
+    hasStore: config.store !== undefined,
+    readings: () => [{ panel: config.panelKey, status: guard.status(), graceLeftMs: monitor.graceLeftMs() }],
+  });
   guard.on = (event, listener) => {
     monitor.on(event, listener as (...args: unknown[]) => void);
     return guard;

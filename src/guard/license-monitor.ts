@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { errorCodeOf, LocalStateError } from '../errors.js';
-import { describeError } from '../logger.js';
+import { describeError, type LogFields, withPrefix } from '../logger.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from '../store/check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
@@ -83,6 +83,13 @@ export class LicenseMonitor extends EventEmitter {
     });
   }
 
+  /** Time left before the panel locks if no check succeeds: grace or `expires_at`, whichever ends first; 0 when locked or pending. */
+  graceLeftMs(): number {
+    const { verdict, lastSuccessAt, state } = this.entry;
+    if ((state !== 'active' && state !== 'grace') || lastSuccessAt === null) return 0;
+    return Math.max(0, this.remainingFor(verdict, lastSuccessAt));
+  }
+
   graceEndsAt(): number | null {
     const remaining = this.graceRemainingMs();
     return remaining === null ? null : this.config.now() + Math.max(0, remaining);
@@ -105,7 +112,8 @@ export class LicenseMonitor extends EventEmitter {
     return true;
   }
 
-  checkFailed(error: unknown, at: number, order?: CheckOrder): boolean {
+  /** `attempt`: this failure's place in the run of failed checks (1 for the first), for the log. */
+  checkFailed(error: unknown, at: number, order?: CheckOrder, attempt?: number): boolean {
     if (this.closed || !this.takeOrder(order, false)) return false;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
@@ -114,7 +122,7 @@ export class LicenseMonitor extends EventEmitter {
     // State first, report second: nothing a listener or logger does can skip the transition.
     this.move('check-failed', verdict, lastSuccessAt, reason);
     this.checkGraceEnd();
-    this.report(error);
+    this.report(error, { event: 'check_failed', attempt });
     // Keeps the file's clock high-water mark current during an outage, so a restart with the
     // clock set back is recognised.
     this.persist();
@@ -216,6 +224,7 @@ export class LicenseMonitor extends EventEmitter {
     this.cache.set(this.config.panelKey, this.entryFor(state, verdict, lastSuccessAt, verdict?.server_time ?? null, entryReason));
     if (state !== 'grace' && this.graceTimer) clearTimeout(this.graceTimer);
     if (state === previous) return;
+    this.config.telemetry.transition({ panel: this.config.panelKey, state, previous });
     const change: ChangeEvent = { state, previous, reason: entryReason };
     this.safeEmit('change', change);
     if (state === 'locked') this.safeEmit('lock', change);
@@ -241,14 +250,38 @@ export class LicenseMonitor extends EventEmitter {
       try {
         listener.call(this, payload);
       } catch (error) {
-        this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${describeError(error)}`);
+        this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${describeError(error)}`, {
+          event: 'listener_threw',
+          listener: event,
+          panel: this.config.panelKey || undefined,
+        });
       }
     }
   }
 
-  /** Errors go to 'error' listeners when there are any, else to the logger: never an unhandled throw. */
-  report(error: unknown): void {
-    if (this.listenerCount('error') > 0) this.safeEmit('error', error);
-    else this.config.logger.warn(`panel-license-guard: ${describeError(error)}`);
+  /**
+   * `panels` mode: where errors go first (the guard's own 'error' listeners, with the panel id);
+   * returns false when nobody listens there, and the error is logged instead.
+   */
+  forwardErrors: ((error: unknown) => boolean) | undefined;
+
+  /**
+   * Errors go to 'error' listeners when there are any, else to the logger with structured fields
+   * (`event` defaults to the error's code in snake case): never an unhandled throw.
+   */
+  report(error: unknown, fields: Partial<LogFields> = {}): void {
+    if (this.forwardErrors?.(error)) return;
+    if (this.listenerCount('error') > 0) {
+      this.safeEmit('error', error);
+      return;
+    }
+    const code = errorCodeOf(error);
+    this.config.logger.warn(withPrefix(describeError(error)), {
+      event: code === 'UNKNOWN' ? 'error' : code.toLowerCase(),
+      code: code === 'UNKNOWN' ? undefined : code,
+      state: this.entry.state,
+      panel: this.config.panelKey || undefined,
+      ...fields,
+    });
   }
 }

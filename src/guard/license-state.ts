@@ -3,6 +3,7 @@ import { parseIsoDate } from '../text.js';
 
 /** `pending`: no verdict yet · `active` · `grace`: checks failing, last good verdict active · `locked`. */
 export type LicenseState = 'pending' | 'active' | 'grace' | 'locked';
+export const LICENSE_STATES: readonly LicenseState[] = ['pending', 'active', 'grace', 'locked'];
 
 /**
  * What can happen to a panel's license:

@@ -80,7 +80,10 @@ export function sendLockResponse(req: Request, res: Response, next: NextFunction
       // The host's view is user code: if it fails, people still get a lock page (never the
       // protected content, never an error page), and the failure is logged once per verdict.
       if (!lock.viewFailed)
-        config.logger.error(`panel-license-guard: lockView '${config.lockView}' failed to render; serving the built-in lock page: ${describeError(error)}`);
+        config.logger.error(`panel-license-guard: lockView '${config.lockView}' failed to render; serving the built-in lock page: ${describeError(error)}`, {
+          event: 'lock_view_failed',
+          panel: config.panelKey || undefined,
+        });
       lock.viewFailed = true;
       sendBuiltInPage(req, res, lock);
     },

@@ -4,6 +4,8 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
+import { errorCodeOf } from '../errors.js';
+import { withPrefix } from '../logger.js';
 import { createCheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
 import { createHostResolver, type Resolution } from './host-resolver.js';
@@ -12,6 +14,8 @@ import { wantsJson } from './lock-response.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
 import { requestHost } from './request-host.js';
 import { serveVerdict } from './serve-verdict.js';
+import { createStatusHandler } from './status-handler.js';
+import { attachInstruments } from './telemetry.js';
 
 const UNKNOWN_MESSAGE = 'There is no panel at this address.';
 const UNKNOWN_JSON = Buffer.from(`${JSON.stringify({ ok: false, error: 'UNKNOWN_HOST', message: UNKNOWN_MESSAGE })}\n`, 'utf8');
@@ -37,7 +41,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   let closed = false;
   const report = (error: Error) => {
     if (events.listenerCount('error') > 0) events.emit('error', error);
-    else config.logger.warn(error.message);
+    else config.logger.warn(withPrefix(error.message), { event: 'resolve_failed', code: errorCodeOf(error) === 'UNKNOWN' ? undefined : errorCodeOf(error) });
   };
   const resolver = createHostResolver({
     resolve: panels.resolve,
@@ -203,6 +207,18 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     const known = canonical === undefined ? undefined : resolver.cached(canonical);
     return known?.kind === 'panel' ? running.peek(known.runtimeKey)?.status() : undefined;
   }) as LicenseGuard['status'];
+  guard.statusHandler = (options) =>
+    createStatusHandler((req) => {
+      const host = requestHost(req);
+      return host === undefined ? undefined : guard.status(host);
+    }, options);
+  attachInstruments(guard, {
+    telemetry: config.telemetry,
+    multiPanel: true,
+    hasStore: config.store !== undefined,
+    // Panels in memory (at most `max`); an evicted panel is no longer served from memory, nor shown.
+    readings: () => Array.from(running.values(), (panel) => panel.reading()),
+  });
   guard.on = (event, listener) => {
     events.on(event, listener as (...args: unknown[]) => void);
     return guard;

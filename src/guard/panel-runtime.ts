@@ -2,7 +2,7 @@
 // one panel reaches another), its checks, and when a request last asked for it.
 import type { EventEmitter } from 'node:events';
 import type { LicenseResponse } from '../client/license-response.js';
-import { errorCodeOf } from '../errors.js';
+import { describeError } from '../logger.js';
 import type { ClusterSync } from '../store/cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { CheckSpreader } from './check-spreader.js';
@@ -13,6 +13,7 @@ import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import { retryDelay } from './poller.js';
 import { requestHost } from './request-host.js';
 import { type ServeHooks, uncheckedDomainWarning } from './serve-verdict.js';
+import { checkResult, type PanelReading } from './telemetry.js';
 
 /** An evicted panel's last verified verdict. */
 export interface Retired {
@@ -64,10 +65,21 @@ export class PanelRuntime {
     this.lastRequestAt = shared.now();
     const tag = { panel: this.id };
     for (const name of ['change', 'lock', 'unlock'] as const) this.monitor.on(name, (change: ChangeEvent) => events.emit(name, { ...change, ...tag }));
-    this.monitor.on('error', (error: unknown) => {
-      if (events.listenerCount('error') > 0) events.emit('error', Object.assign(error instanceof Error ? error : new Error(String(error)), tag));
-      else shared.logger.warn(`panel-license-guard: panel ${this.id}: ${errorCodeOf(error)}: ${error instanceof Error ? error.message : String(error)}`);
-    });
+    // The guard's 'error' listeners hear of this panel's errors (with its id); without any, the
+    // monitor logs them, its fields naming the panel.
+    this.monitor.forwardErrors = (error) => {
+      if (events.listenerCount('error') === 0) return false;
+      try {
+        events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), tag));
+      } catch (thrown) {
+        shared.logger.error(`panel-license-guard: an 'error' listener threw: ${describeError(thrown)}`, {
+          event: 'listener_threw',
+          listener: 'error',
+          panel: this.id,
+        });
+      }
+      return true;
+    };
     this.hooks = {
       onUncheckedDomain: uncheckedDomainWarning(this.config, this.id),
       onMisdirected: (req, licensed) => {
@@ -75,9 +87,8 @@ export class PanelRuntime {
         if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
         this.reportedHosts.add(host);
         this.monitor.report(
-          new Error(
-            `panel-license-guard: panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`,
-          ),
+          new Error(`Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`),
+          { event: 'host_not_licensed', host },
         );
       },
     };
@@ -98,12 +109,16 @@ export class PanelRuntime {
     let failure: unknown = null;
     let applied: boolean;
     let answer: LicenseResponse | undefined;
+    const began = performance.now();
     try {
       answer = await client.checkLicense({ signal: this.closing.signal });
+      this.config.telemetry.check({ panel: this.id, result: checkResult(answer, null), durationMs: performance.now() - began });
       applied = this.monitor.verdictReceived(answer, now(), order);
     } catch (error) {
       failure = error;
-      applied = this.monitor.checkFailed(error, now(), order);
+      if (!this.closing.signal.aborted)
+        this.config.telemetry.check({ panel: this.id, result: checkResult(undefined, error), durationMs: performance.now() - began });
+      applied = this.monitor.checkFailed(error, now(), order, this.failures + 1);
     }
     if (this.closing.signal.aborted) return;
     if (!applied) {
@@ -222,6 +237,10 @@ export class PanelRuntime {
       store: this.sync?.health ?? 'none',
     });
     return { ...status, panel: this.id };
+  }
+
+  reading(): PanelReading {
+    return { panel: this.id, status: this.status(), graceLeftMs: this.monitor.graceLeftMs() };
   }
 
   close(): void {

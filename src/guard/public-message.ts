@@ -1,5 +1,5 @@
 // What the panel's users are told while it is locked: a public message, apart from the operator's reason.
-import { describeError, type Logger } from '../logger.js';
+import { describeError, type StructuredLogger } from '../logger.js';
 import { optionError, shown } from '../options.js';
 import { cleanText, safeHttpUrl } from '../text.js';
 import type { PublicMessageInput } from './guard-options.js';
@@ -17,7 +17,7 @@ const DEFAULT_MESSAGES: Record<PublicMessageInput['state'], string> = {
  * default they get a neutral text. A function given by the host is user code: if it throws or
  * returns no usable text, the default is used and the problem is logged once.
  */
-export function publicMessageFrom(option: unknown, logger: Logger): (input: PublicMessageInput) => string {
+export function publicMessageFrom(option: unknown, logger: StructuredLogger): (input: PublicMessageInput) => string {
   if (option === undefined) return (input) => DEFAULT_MESSAGES[input.state];
   if (typeof option === 'string') {
     const message = cleanText(option, PUBLIC_MESSAGE_MAX);
@@ -33,7 +33,8 @@ export function publicMessageFrom(option: unknown, logger: Logger): (input: Publ
     try {
       message = cleanText((option as (input: PublicMessageInput) => unknown)(input), PUBLIC_MESSAGE_MAX);
     } catch (error) {
-      if (!reported) logger.error(`panel-license-guard: \`publicMessage\` threw; the default message is shown: ${describeError(error)}`);
+      if (!reported)
+        logger.error(`panel-license-guard: \`publicMessage\` threw; the default message is shown: ${describeError(error)}`, { event: 'public_message_threw' });
       reported = true;
     }
     return message ?? DEFAULT_MESSAGES[input.state];

@@ -45,6 +45,7 @@ export function uncheckedDomainWarning(config: GuardConfig, panel: string | unde
     const which = panel === undefined ? 'the license' : `the license of panel ${panel}`;
     config.logger.warn(
       `panel-license-guard: domains is '${config.domains.mode}', but ${which} names no domain to compare with (no custom_domain${config.domains.subdomainBase ? ' and no subdomain' : ', and no `subdomainBase` for its subdomain'}); requests are served from any host.`,
+      { event: 'domains_unchecked', panel: panel ?? (config.panelKey || undefined) },
     );
   };
 }

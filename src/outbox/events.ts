@@ -1,4 +1,5 @@
 // Typed events of the release outbox. Unlike EventEmitter, an unheard 'error' is logged, never thrown.
+import { describeError, type Logger, type StructuredLogger } from '../logger.js';
 
 /** A release reached the mother. */
 export interface DeliveredEvent {
@@ -17,6 +18,8 @@ export interface DeliveredEvent {
   unconfirmed: string | undefined;
   /** Attempts it took, this one included. */
   attempts: number;
+  /** How long this attempt's push took, in milliseconds. */
+  durationMs: number;
   /**
    * True when the delivered payload had been replaced while it was in flight: the mother got the
    * older payload, and the newer one stays pending under the same `id` (sent next).
@@ -35,6 +38,8 @@ export interface RetryingEvent {
   /** Epoch milliseconds of the next attempt. */
   nextAttemptAt: number;
   error: Error;
+  /** How long this attempt's push took, in milliseconds. */
+  durationMs: number;
 }
 
 /** The mother refused a release for good (422, 405, 400, redirect…); it stays stored as `dead`. */
@@ -45,6 +50,8 @@ export interface DeadEvent {
   error: Error;
   /** The reason as stored in `lastError`, e.g. the mother's 422 message. */
   message: string;
+  /** How long this attempt's push took, in milliseconds. */
+  durationMs: number;
 }
 
 /** Something needs a human: the mother rejected our credentials (401), or the store failed. */
@@ -74,22 +81,34 @@ export type OutboxEventName = keyof OutboxEvents;
 export type OutboxListener<E extends OutboxEventName> = (event: OutboxEvents[E]) => void;
 
 /** Where the outbox reports what it cannot hand to a listener. `console` fits. */
-export interface OutboxLogger {
-  warn(message: string, ...details: unknown[]): void;
-  error(message: string, ...details: unknown[]): void;
-}
+export type OutboxLogger = Logger;
 
 export interface OutboxEmitter {
   on<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): void;
   off<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): void;
   emit<E extends OutboxEventName>(event: E, payload: OutboxEvents[E]): void;
+  /**
+   * For the package's own instruments (metrics): sees every event before the listeners, and
+   * is not a listener, so an unheard 'dead' or 'error' is still logged. Returns the way to stop.
+   */
+  observe(observer: OutboxObserver): () => void;
 }
+
+/** Where an outbox keeps `{ observe }` for the package's own instruments (a registered symbol). */
+export const OUTBOX_TELEMETRY: unique symbol = Symbol.for('panel-license-guard.outbox-telemetry') as never;
+
+export type OutboxObserver = <E extends OutboxEventName>(event: E, payload: OutboxEvents[E]) => void;
 
 const PREFIX = 'panel-license-guard: release outbox:';
 
-export function createOutboxEmitter(logger: OutboxLogger): OutboxEmitter {
+export function createOutboxEmitter(logger: StructuredLogger): OutboxEmitter {
   const listeners = new Map<OutboxEventName, Set<(payload: never) => void>>();
+  const observers = new Set<OutboxObserver>();
   return {
+    observe(observer) {
+      observers.add(observer);
+      return () => observers.delete(observer);
+    },
     on(event, listener) {
       const set = listeners.get(event) ?? new Set();
       set.add(listener as (payload: never) => void);
@@ -99,13 +118,16 @@ export function createOutboxEmitter(logger: OutboxLogger): OutboxEmitter {
       listeners.get(event)?.delete(listener as (payload: never) => void);
     },
     emit(event, payload) {
+      for (const observer of observers) {
+        try {
+          observer(event, payload);
+        } catch {
+          // Our own instruments: a failure there must never touch delivery.
+        }
+      }
       const set = listeners.get(event);
       if (!set || set.size === 0) {
-        // A dead release or a rejected key must not go unnoticed just because nobody subscribed.
-        if (event === 'error') logger.error(`${PREFIX} ${(payload as OutboxErrorEvent).error.message}`);
-        if (event === 'dead') logger.warn(`${PREFIX} release #${(payload as DeadEvent).id} is dead: ${(payload as DeadEvent).message}`);
-        const { unconfirmed, id } = payload as Partial<DeliveredEvent>;
-        if (event === 'delivered' && unconfirmed) logger.warn(`${PREFIX} release #${id} recorded as delivered without a release_id: ${unconfirmed}`);
+        logUnheard(logger, event, payload);
         return;
       }
       for (const listener of [...set]) {
@@ -113,9 +135,35 @@ export function createOutboxEmitter(logger: OutboxLogger): OutboxEmitter {
           (listener as (payload: OutboxEvents[typeof event]) => void)(payload);
         } catch (error) {
           // A throwing listener must not break delivery bookkeeping.
-          logger.error(`${PREFIX} a '${event}' listener threw`, error);
+          logger.error(`${PREFIX} a '${event}' listener threw: ${describeError(error)}`, { event: 'listener_threw', listener: event });
         }
       }
     },
   };
+}
+
+/** A dead release or a rejected key must not go unnoticed just because nobody subscribed. */
+function logUnheard<E extends OutboxEventName>(logger: StructuredLogger, event: E, payload: OutboxEvents[E]): void {
+  if (event === 'error') {
+    const { error, id } = payload as OutboxErrorEvent;
+    const code = (error as { code?: unknown }).code;
+    logger.error(`${PREFIX} ${error.message}`, { event: 'outbox_error', code: typeof code === 'string' ? code : undefined, release: id });
+  } else if (event === 'dead') {
+    const { id, attempts, message, error } = payload as DeadEvent;
+    const code = (error as { code?: unknown }).code;
+    logger.warn(`${PREFIX} release #${id} is dead after ${attempts} attempt${attempts === 1 ? '' : 's'}; the mother said: ${message}`, {
+      event: 'release_dead',
+      code: typeof code === 'string' ? code : undefined,
+      release: id,
+      attempt: attempts,
+    });
+  } else if (event === 'delivered') {
+    const { unconfirmed, id, attempts } = payload as DeliveredEvent;
+    if (unconfirmed)
+      logger.warn(`${PREFIX} release #${id} is recorded as delivered without a release_id (${unconfirmed})`, {
+        event: 'release_unconfirmed',
+        release: id,
+        attempt: attempts,
+      });
+  }
 }

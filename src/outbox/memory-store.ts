@@ -126,6 +126,12 @@ export function createMemoryOutboxStore(): OutboxStore {
       return counts;
     },
 
+    oldestPending() {
+      let oldest: number | undefined;
+      for (const row of open().values()) if (row.state === 'pending' && (oldest === undefined || row.createdAt < oldest)) oldest = row.createdAt;
+      return oldest;
+    },
+
     list({ state, limit, id }) {
       const listed: StoredRow[] = [];
       for (const row of open().values()) {

@@ -1,6 +1,6 @@
 // Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
 import type { ReleaseResponse } from '../client/license-response.js';
-import { isolateLogger } from '../logger.js';
+import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
 import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
@@ -73,7 +73,7 @@ export interface ResolvedOutboxConfig {
   now: () => number;
   random: () => number;
   autoStart: boolean;
-  logger: OutboxLogger;
+  logger: StructuredLogger;
   retention: ResolvedRetention | false;
 }
 
@@ -118,7 +118,7 @@ function resolveStoreSource(file: unknown, store: unknown): StoreSource {
   return file === ':memory:' ? { kind: 'memory' } : { kind: 'file', file };
 }
 
-function resolveLogger(value: unknown): OutboxLogger {
+function resolveLogger(value: unknown): StructuredLogger {
   if (value === undefined) return isolateLogger(console);
   const logger = value as Partial<OutboxLogger> | null;
   if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {

@@ -4,7 +4,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
-import { createOutboxEmitter, type OutboxEventName, type OutboxListener } from './events.js';
+import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
 import { createRetentionRunner } from './retention.js';
@@ -23,6 +23,8 @@ export interface OutboxStats {
   inFlight: number;
   /** Epoch ms until which this worker holds off after failures (mother down, 401, Retry-After). */
   pausedUntil: number | undefined;
+  /** When the oldest pending release was stored (epoch ms); undefined when none is pending (or a custom store cannot tell). */
+  oldestPendingAt: number | undefined;
 }
 
 /** One stored release, as `list()` shows it. Times are epoch milliseconds. */
@@ -124,8 +126,8 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   }
 
   async function stats(): Promise<OutboxStats> {
-    const counts = await store.counts();
-    return { ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil() };
+    const [counts, oldestPendingAt] = await Promise.all([store.counts(), store.oldestPending?.()]);
+    return { ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt };
   }
 
   function settleDrainWaiters(outcome: { stats: OutboxStats } | { error: unknown }): void {
@@ -242,6 +244,8 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       return outbox;
     },
   };
+  // For the package's own instruments (metrics): events seen without being a listener.
+  Object.defineProperty(outbox, OUTBOX_TELEMETRY, { value: { observe: events.observe }, enumerable: false });
   if (config.autoStart) {
     worker.start();
     retention?.start();

@@ -87,6 +87,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
     updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
     counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
+    oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending'`,
     list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
     deadRows: `SELECT id, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) ORDER BY id`,
     // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.

@@ -153,6 +153,11 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       for (const r of (await pool.query(sql.counts)).rows) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },
+    async oldestPending() {
+      await readable();
+      const at = (await pool.query(sql.oldestPending)).rows[0]?.at;
+      return at === null || at === undefined ? undefined : Number(at);
+    },
     async list({ state, limit, id }) {
       await readable();
       return (await pool.query(sql.list, [orNull(state), orNull(id), limit])).rows.map(storedRow);

@@ -43,8 +43,9 @@ function toStoredRow(record: RowRecord): StoredRow {
 }
 
 /** counts() and list(), shared by the writable and the read-only store. */
-export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 'list'> {
+export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 'list' | 'oldestPending'> {
   const countsQuery = db.prepare('SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state');
+  const oldestQuery = db.prepare("SELECT MIN(created_at) AS at FROM release_outbox WHERE state = 'pending'");
   const listAll = db.prepare('SELECT * FROM release_outbox ORDER BY id LIMIT ?');
   const listState = db.prepare('SELECT * FROM release_outbox WHERE state = ? ORDER BY id LIMIT ?');
   const byId = db.prepare('SELECT * FROM release_outbox WHERE id = ?');
@@ -53,6 +54,10 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
       const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
       for (const { state, count } of countsQuery.all() as { state: OutboxState; count: number }[]) counts[state] = count;
       return counts;
+    },
+    oldestPending() {
+      const { at } = oldestQuery.get() as { at: number | null };
+      return at ?? undefined;
     },
     list({ state, limit, id }) {
       if (id !== undefined) return (byId.all(id) as RowRecord[]).filter((record) => state === undefined || record.state === state).map(toStoredRow);

@@ -145,6 +145,8 @@ export interface OutboxStore {
   settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
   /** Number of rows per state. */
   counts(): Awaitable<Record<OutboxState, number>>;
+  /** When the oldest pending row was stored (epoch ms), or undefined when none is pending. Optional for custom stores. */
+  oldestPending?(): Awaitable<number | undefined>;
   /** Rows in id order, optionally of one state or one `id` (stores must honour both), at most `limit` of them. */
   list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined }): Awaitable<StoredRow[]>;
   /**

@@ -180,11 +180,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     } catch (error) {
       const action = classifyFailure(error);
       if (action.action !== 'accepted') return afterFailure(action, attempts, asError(error));
-      return accepted(undefined, `The mother accepted the release but its answer was unusable: ${asError(error).message}`);
+      return accepted(undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`);
     }
     // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
     if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(releaseId, undefined);
-    return accepted(undefined, 'The client resolved without an integer release_id; the release is recorded as delivered without one.');
+    return accepted(undefined, 'the client resolved without an integer release_id');
   }
 
   /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
@@ -196,12 +196,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   async function deliver(row: ClaimedRow): Promise<void> {
     let answered: Attempt;
+    const began = performance.now();
     try {
       answered = await attempt(row);
     } finally {
       pushing--;
       kick();
     }
+    const durationMs = performance.now() - began;
     const { outcome, error, delayMs, credentialsRejected } = answered;
     let result: SettleResult;
     try {
@@ -215,18 +217,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     const attempts = row.attempts + 1;
     if (outcome.kind === 'delivered') {
       const unconfirmed = outcome.note;
-      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, superseded: result === 'superseded', unconfirmed });
+      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded: result === 'superseded', unconfirmed });
       return;
     }
     const failure = error ?? new Error(outcome.error);
     if (credentialsRejected) events.emit('error', { error: failure, id, remoteTrackId });
     if (outcome.kind === 'dead' && result === 'applied') {
-      events.emit('dead', { id, remoteTrackId, attempts, error: failure, message: outcome.error });
+      events.emit('dead', { id, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
       return;
     }
     // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
     const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
-    events.emit('retrying', { id, remoteTrackId, attempts, delayMs: outcome.kind === 'retry' ? delayMs : 0, nextAttemptAt, error: failure });
+    events.emit('retrying', { id, remoteTrackId, attempts, delayMs: outcome.kind === 'retry' ? delayMs : 0, nextAttemptAt, error: failure, durationMs });
     wakeAt(nextAttemptAt);
   }
 

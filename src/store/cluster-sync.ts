@@ -103,7 +103,7 @@ export class ClusterSync {
       this.subscription = subscription;
       Promise.resolve(subscription.ready).catch((error: unknown) => {
         this.closeSubscription();
-        this.unavailable(new Error(`subscribing failed (${describeError(error)}); changes reach this instance by periodic reads only.`));
+        this.unavailable(error, 'subscribing to changes failed; this instance hears of them by reading the store again');
       });
     } catch (error) {
       this.unavailable(error);
@@ -259,15 +259,15 @@ export class ClusterSync {
     this.health = 'ok';
   }
 
-  private unavailable(error: unknown): void {
+  /** `consequence`: what this means for the checks, said after the store's own error. */
+  private unavailable(
+    error: unknown,
+    consequence = 'each instance checks the mother on its own until the store answers again, then they share one verdict again',
+  ): void {
     if (this.closed || this.health === 'unavailable') return;
     this.health = 'unavailable';
-    this.options.monitor.report(
-      new LocalStateError(
-        'STORE_UNAVAILABLE',
-        `The license store (${this.options.store.kind}) failed: ${describeError(error)} Each instance now checks the mother on its own; they share one verdict again once the store answers.`,
-      ),
-    );
+    const cause = describeError(error).replace(/[.\s]+$/, '');
+    this.options.monitor.report(new LocalStateError('STORE_UNAVAILABLE', `The license store (${this.options.store.kind}) failed (${cause}): ${consequence}.`));
   }
 
   /** Stops reading, subscribing and waiting; resolves once a write under way has settled (bounded). */

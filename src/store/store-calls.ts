@@ -12,7 +12,7 @@ const STORE_CALL_TIMEOUT_MS = 2000;
 export function callStore<T>(call: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the store did not answer within ${STORE_CALL_TIMEOUT_MS} ms.`)), STORE_CALL_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new Error(`no answer within ${STORE_CALL_TIMEOUT_MS} ms`)), STORE_CALL_TIMEOUT_MS);
     timer.unref();
   });
   let result: Promise<T>;

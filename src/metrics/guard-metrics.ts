@@ -1,0 +1,131 @@
+// Prometheus metrics of a license guard: gauges read at scrape time, counters and a histogram fed
+// by the guard's telemetry as checks end. Nothing here runs on the request path.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { LICENSE_STATES } from '../guard/license-state.js';
+import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
+
+/** Check durations: the mother answers in tens of ms; `timeoutMs` (10 s by default) caps the tail. */
+export const CHECK_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/**
+ * Registers the guard's metrics in `registry`; returns what stops the counters being fed.
+ * Single panel: no panel label. `panels` mode: per-panel gauges carry `panel` (bounded by
+ * `panels.max`); counters stay summed over panels.
+ */
+export function registerGuardMetrics(registry: Registry, instruments: GuardInstruments): () => void {
+  const { multiPanel, telemetry } = instruments;
+  const registers = [registry];
+  const perPanel = multiPanel ? (['panel'] as const) : ([] as const);
+  const readings = oncePerScrape(() => instruments.readings());
+  const label = (reading: PanelReading) => (multiPanel ? { panel: reading.panel } : {});
+
+  /**
+   * A gauge with one sample per panel, computed from its reading. When `value` is undefined there
+   * is no sample in `panels` mode, and NaN for the single panel (prom-client would show 0 for an
+   * unlabelled gauge, which would read as "just now").
+   */
+  const perPanelGauge = (name: string, help: string, value: (reading: PanelReading, now: number) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: [...perPanel],
+      registers,
+      collect() {
+        this.reset();
+        const now = Date.now();
+        for (const reading of readings()) {
+          const sample = value(reading, now);
+          if (sample !== undefined) this.set(label(reading), sample);
+          else if (!multiPanel) this.set(Number.NaN);
+        }
+      },
+    });
+
+  new Gauge({
+    name: 'panel_license_state',
+    help: multiPanel
+      ? 'License state of each panel in memory: 1 for its current state (other states have no sample).'
+      : 'License state: 1 for the current state, 0 for the others.',
+    labelNames: [...perPanel, 'state'],
+    registers,
+    collect() {
+      this.reset();
+      for (const reading of readings())
+        for (const state of LICENSE_STATES)
+          if (!multiPanel || reading.status.state === state) this.set({ ...label(reading), state }, reading.status.state === state ? 1 : 0);
+    },
+  });
+  if (multiPanel)
+    new Gauge({
+      name: 'panel_license_panels',
+      help: 'Panels in memory, by license state.',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const counts = Object.fromEntries(LICENSE_STATES.map((state) => [state, 0]));
+        for (const { status } of readings()) counts[status.state] = (counts[status.state] ?? 0) + 1;
+        for (const state of LICENSE_STATES) this.set({ state }, counts[state] ?? 0);
+      },
+    });
+  perPanelGauge(
+    'panel_license_last_success_age_seconds',
+    'Seconds since the last verified verdict (NaN, or no sample, before the first).',
+    ({ status }, now) => (status.lastSuccessAt === null ? undefined : Math.max(0, (now - status.lastSuccessAt) / 1000)),
+  );
+  perPanelGauge(
+    'panel_license_grace_remaining_seconds',
+    'Seconds before the panel locks if no check succeeds (grace or expires_at); 0 when locked or pending.',
+    ({ graceLeftMs }) => graceLeftMs / 1000,
+  );
+  perPanelGauge('panel_license_clock_offset_seconds', "The mother's clock minus this host's, in seconds.", ({ status }) => status.clockOffsetMs / 1000);
+  perPanelGauge('panel_license_consecutive_failures', 'Failed license checks in a row (0 after a success).', ({ status }) => status.consecutiveFailures);
+  if (instruments.hasStore)
+    perPanelGauge('panel_license_store_up', 'Cluster mode: 1 while the shared store answers, 0 while it fails.', ({ status }) =>
+      status.store === 'ok' ? 1 : 0,
+    );
+
+  const checks = new Counter({
+    name: 'panel_license_checks_total',
+    help: 'License checks this instance ran, by result: ok, inactive, or the error code (TIMEOUT, AUTH_REJECTED…).',
+    labelNames: ['result'],
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'panel_license_check_duration_seconds',
+    help: 'Duration of the license checks this instance ran, in seconds.',
+    labelNames: ['result'],
+    buckets: CHECK_BUCKETS,
+    registers,
+  });
+  const transitions = new Counter({
+    name: 'panel_license_transitions_total',
+    help: 'Changes of license state (to="locked": a lock; from="locked", to="active": an unlock).',
+    labelNames: ['from', 'to'],
+    registers,
+  });
+  const stopChecks = telemetry.onCheck(({ result, durationMs }) => {
+    checks.inc({ result });
+    duration.observe({ result }, durationMs / 1000);
+  });
+  const stopTransitions = telemetry.onTransition(({ state, previous }) => transitions.inc({ from: previous, to: state }));
+  return () => {
+    stopChecks();
+    stopTransitions();
+  };
+}
+
+/**
+ * One computation shared by every collect of a scrape (prom-client starts them all in the same
+ * turn): with 10,000 panels, the guard's status is read once per panel per scrape, not per gauge.
+ */
+export function oncePerScrape<T>(compute: () => T): () => T {
+  let cached: { value: T } | undefined;
+  return () => {
+    if (cached) return cached.value;
+    cached = { value: compute() };
+    setImmediate(() => {
+      cached = undefined;
+    });
+    return cached.value;
+  };
+}
