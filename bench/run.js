@@ -5,6 +5,7 @@ import { measureCluster } from './cluster.js';
 import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
+import { measureMetrics } from './metrics.js';
 import { measureOutbox } from './outbox.js';
 import { measurePostgresOutbox } from './outbox-postgres.js';
 import { measurePanels } from './panels.js';
@@ -31,6 +32,7 @@ const SETTINGS = quick
       cluster: { flips: 4, slotSeconds: 3 },
       postgres: { rounds: 1, count: 100, concurrency: 4 },
       panels: { count: 1000, rounds: 1 },
+      metrics: { rounds: 2, rows: 1000 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -41,6 +43,7 @@ const SETTINGS = quick
       cluster: { flips: 40, slotSeconds: 10 },
       postgres: { rounds: 5, count: 500, concurrency: 4 },
       panels: { count: 10_000, rounds: 5 },
+      metrics: { rounds: 9, rows: 10_000 },
     };
 
 const log = (line) => console.error(line);
@@ -86,6 +89,7 @@ async function main() {
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
+      ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();

@@ -2,6 +2,8 @@
 import { fileURLToPath } from 'node:url';
 import express from 'express';
 import { createMotherClient, createReleaseOutbox, InvalidReleaseError, licenseGuard } from 'panel-license-guard';
+import { registerMetrics } from 'panel-license-guard/metrics';
+import { Registry } from 'prom-client';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 
@@ -14,7 +16,8 @@ export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
   const guard = licenseGuard({
     client,
-    allow: ['/healthz'],
+    // Health and operator endpoints answer while locked too.
+    allow: ['/healthz', '/status', '/metrics'],
     apiPrefix: '/api',
     lockView: 'locked',
     // Artists see this, not the mother's reason (which is about the operator's account).
@@ -50,6 +53,18 @@ export function createPanelApp(config) {
   }
 
   app.use(guard);
+  // For load balancers and operators: 200 while serving (active, grace), 503 while locked or pending.
+  app.get('/status', guard.statusHandler({ outbox }));
+  // Prometheus scrapes this (one registry per app, so several apps can share a process in tests).
+  const registry = new Registry();
+  registerMetrics({ registry, guard, outbox });
+  app.get('/metrics', async (_req, res, next) => {
+    try {
+      res.type(registry.contentType).send(await registry.metrics());
+    } catch (error) {
+      next(error);
+    }
+  });
   app.use(express.urlencoded({ extended: false, limit: '32kb' }));
 
   app.get('/', async (_req, res, next) => {

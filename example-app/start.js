@@ -115,6 +115,7 @@ function printDemoLines(emulator) {
     console.log(`  lock:    curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);
     console.log(`  unlock:  curl -s -X POST -H 'content-type: application/json' -d '{"active":true}' ${admin}`);
     console.log(`  check now: curl -s -X POST http://127.0.0.1:${port}/healthz/refresh`);
+    console.log(`\nFor operators: curl -s http://127.0.0.1:${port}/status   and   curl -s http://127.0.0.1:${port}/metrics`);
   }
   console.log('\nCtrl-C to stop.');
 }

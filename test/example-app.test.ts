@@ -46,6 +46,12 @@ describe('the example panel', () => {
     expect(locked.text).toMatch(/<meta http-equiv="refresh" content="300">/);
     expect((await request(panel.app).get('/healthz').expect(200)).body.license.state).toBe('locked');
     expect((await request(panel.app).get('/api/status').expect(503)).body).toMatchObject({ error: 'panel_locked' });
+    // Operators' endpoints stay reachable while locked: the status says so, the metrics show it.
+    expect((await request(panel.app).get('/status').expect(503)).body).toMatchObject({ serving: false, state: 'locked', outbox: { pending: 0 } });
+    const metrics = await request(panel.app).get('/metrics').expect(200);
+    expect(metrics.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(metrics.text).toContain('panel_license_state{state="locked"} 1');
+    expect(metrics.text).toMatch(/panel_license_outbox_deliveries_total\{outcome="delivered"\} [1-9]/);
     emulator.setPanel(API_KEY, { active: true, reason: null });
     await panel.guard.refresh();
     await request(panel.app).get('/upload').expect(200);

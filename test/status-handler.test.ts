@@ -32,7 +32,13 @@ function appFor(guard: LicenseGuard, options?: Parameters<LicenseGuard['statusHa
   return app;
 }
 const single = () =>
-  licenseGuard({ client: clientFor(emulator, { timeoutMs: 1000 }), logger: silentLogger, gracePeriodMs: 3600_000, retryBaseMs: 3600_000, retryMaxMs: 3600_000 });
+  licenseGuard({
+    client: clientFor(emulator, { timeoutMs: 1000 }),
+    logger: silentLogger,
+    gracePeriodMs: 3600_000,
+    retryBaseMs: 3600_000,
+    retryMaxMs: 3600_000,
+  });
 
 describe('guard.statusHandler()', () => {
   it('answers 200 while active or in grace, 503 while pending or locked', async () => {

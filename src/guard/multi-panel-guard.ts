@@ -60,7 +60,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     dispose: (panel, key, reason) => {
       const last = reason === 'evict' ? panel.retire() : undefined;
       if (last) retired.set(key, last);
-      panel.close();
+      void panel.close();
     },
   });
   const spreader = createCheckSpreader({
@@ -199,7 +199,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     resolver.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.
-    for (const panel of running.values()) panel.close();
+    await Promise.all(Array.from(running.values(), (panel) => panel.close()));
   };
   guard.status = ((host?: string) => {
     if (host === undefined) throw new TypeError('panel-license-guard: with `panels`, pass the host: guard.status(host).');

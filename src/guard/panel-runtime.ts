@@ -154,6 +154,7 @@ export class PanelRuntime {
       void this.check();
       return;
     }
+    sync.ensureSubscribed();
     const slot = this.spreader.slotOf(this.key, this.config.now());
     void sync.acquire(`slot:${slot}`, this.config.panels?.checkIntervalMs ?? 300_000).then((elected) => {
       if (this.closing.signal.aborted) return;
@@ -243,10 +244,11 @@ export class PanelRuntime {
     return { panel: this.id, status: this.status(), graceLeftMs: this.monitor.graceLeftMs() };
   }
 
-  close(): void {
+  /** Stops at once; the promise settles when the store's last write and unsubscribe have (bounded). */
+  close(): Promise<void> {
     this.closing.abort();
     this.spreader.cancel(this.key);
     void this.monitor.close();
-    void this.sync?.close();
+    return this.sync?.close() ?? Promise.resolve();
   }
 }

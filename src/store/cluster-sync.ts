@@ -33,6 +33,8 @@ export interface ClusterSyncOptions {
   onPeerRecord: (record: SharedVerdict) => void;
   /** Run our own check now (the elected peer's record never came). */
   checkNow: () => void;
+  /** Whether an outage of the store may be reported now. @default always */
+  mayReportOutage?: () => boolean;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -96,7 +98,25 @@ export class ClusterSync {
   private join(): void {
     if (this.joined || this.closed) return;
     this.joined = true;
-    const { store, syncIntervalMs } = this.options;
+    this.subscribe();
+    const { syncIntervalMs } = this.options;
+    // 0: no timer of its own (`panels` mode re-reads each panel's record at its check slots).
+    if (syncIntervalMs > 0) {
+      this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
+      this.readTimer.unref();
+    }
+  }
+
+  /**
+   * Subscribes again when an earlier subscription failed (`panels` mode calls this at each slot:
+   * it has no periodic read to fall back on for long).
+   */
+  ensureSubscribed(): void {
+    if (this.joined && !this.closed && this.subscription === undefined) this.subscribe();
+  }
+
+  private subscribe(): void {
+    const { store } = this.options;
     try {
       const subscription = store.subscribe(this.key, (text) => this.received(text, true));
       if (typeof subscription?.close !== 'function') throw new Error('subscribe() did not return { ready, close }.');
@@ -107,11 +127,6 @@ export class ClusterSync {
       });
     } catch (error) {
       this.unavailable(error);
-    }
-    // 0: no timer of its own (`panels` mode re-reads each panel's record at its check slots).
-    if (syncIntervalMs > 0) {
-      this.readTimer = setInterval(() => void this.read(), syncIntervalMs);
-      this.readTimer.unref();
     }
   }
 
@@ -266,6 +281,8 @@ export class ClusterSync {
   ): void {
     if (this.closed || this.health === 'unavailable') return;
     this.health = 'unavailable';
+    // `panels` mode: many panels share one store; its outage is reported once a minute, not per panel.
+    if (this.options.mayReportOutage && !this.options.mayReportOutage()) return;
     const cause = describeError(error).replace(/[.\s]+$/, '');
     this.options.monitor.report(new LocalStateError('STORE_UNAVAILABLE', `The license store (${this.options.store.kind}) failed (${cause}): ${consequence}.`));
   }

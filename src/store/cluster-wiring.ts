@@ -58,8 +58,28 @@ export function createPanelSync(
     checkTimeoutMs,
     // The elected instance may start its check a few seconds late under the per-second cap.
     fallbackMs: checkTimeoutMs + 10_000,
+    mayReportOutage: outageGateOf(config.store),
     ...hooks,
   });
+}
+
+const OUTAGE_REPORT_INTERVAL_MS = 60_000;
+const outageGates = new WeakMap<object, () => boolean>();
+
+/** One gate per store: its outage is reported once a minute however many panels notice it. */
+function outageGateOf(store: object): () => boolean {
+  let gate = outageGates.get(store);
+  if (!gate) {
+    let lastAt = Number.NEGATIVE_INFINITY;
+    gate = () => {
+      const at = performance.now();
+      if (at - lastAt < OUTAGE_REPORT_INTERVAL_MS) return false;
+      lastAt = at;
+      return true;
+    };
+    outageGates.set(store, gate);
+  }
+  return gate;
 }
 
 /** Kept while the panel runs (every check rewrites it) and long enough to carry a verdict through any grace period. */

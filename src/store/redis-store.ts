@@ -15,7 +15,7 @@ export interface NodeRedisSubscriber {
   connect(): Promise<unknown>;
   on(event: 'error', listener: (error: unknown) => void): unknown;
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
-  unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
   destroy(): void;
 }
 
@@ -70,7 +70,30 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
   }
 
   const ms = (value: number) => String(Math.max(1, Math.floor(value)));
-  let subscriber: { connection: NodeRedisSubscriber; connected: Promise<NodeRedisSubscriber>; users: number } | undefined;
+  interface SharedSubscriber {
+    connection: NodeRedisSubscriber;
+    connected: Promise<NodeRedisSubscriber>;
+    channels: Map<string, Set<(message: string) => void>>;
+    subscribed: Map<string, Promise<unknown>>;
+  }
+  /** One subscriber connection for every key (many panels share it); it goes with the last subscription. */
+  let subscriber: SharedSubscriber | undefined;
+  function sharedSubscriber(): SharedSubscriber {
+    if (subscriber) return subscriber;
+    const connection = client.duplicate();
+    connection.on('error', () => {});
+    const entry: SharedSubscriber = { connection, connected: Promise.resolve(connection), channels: new Map(), subscribed: new Map() };
+    // A connection that never came up is not handed to later subscriptions.
+    entry.connected = connection.connect().then(
+      () => connection,
+      (error: unknown) => {
+        if (subscriber === entry) subscriber = undefined;
+        throw error;
+      },
+    );
+    subscriber = entry;
+    return entry;
+  }
   return {
     kind: 'redis',
     get: (key, maxBytes) => command<string | null>(['EVAL', GET_SCRIPT, '1', prefix + key, String(maxBytes)]),
@@ -79,40 +102,49 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
     },
     acquire: (key, value, ttlMs) => command<string | null>(['EVAL', ACQUIRE_SCRIPT, '1', prefix + key, value, ms(ttlMs)]),
     subscribe(key, listener) {
-      // One subscriber connection for every key (many panels share it); it goes when the last
-      // subscription closes.
       const channel = prefix + key;
-      const onMessage = (message: string) => listener(message);
-      if (!subscriber) {
-        const connection = client.duplicate();
-        connection.on('error', () => {});
-        const entry = { connection, connected: Promise.resolve(connection), users: 0 };
-        // A connection that never came up is not handed to later subscriptions.
-        entry.connected = connection.connect().then(
-          () => connection,
-          (error: unknown) => {
-            if (subscriber === entry) subscriber = undefined;
-            throw error;
-          },
+      const shared = sharedSubscriber();
+      // Listeners are counted per channel here: the channel is subscribed once and unsubscribed
+      // only when its last listener goes, so closing one subscription never silences another.
+      let listeners = shared.channels.get(channel);
+      if (!listeners) {
+        const set = new Set<(message: string) => void>();
+        listeners = set;
+        shared.channels.set(channel, set);
+        // node-redis re-subscribes by itself after a reconnect; messages published meanwhile are
+        // lost, which the guard's re-reads make up for.
+        shared.subscribed.set(
+          channel,
+          shared.connected.then((connection) =>
+            connection.subscribe(channel, (message) => {
+              for (const each of [...set]) each(message);
+            }),
+          ),
         );
-        subscriber = entry;
       }
-      const shared = subscriber;
-      shared.users++;
-      // node-redis reconnects and re-subscribes by itself after an outage; messages published
-      // meanwhile are lost, which the guard's re-reads make up for.
-      const ready = shared.connected.then((connection) => connection.subscribe(channel, onMessage)).then(() => {});
+      const own = (message: string) => listener(message);
+      listeners.add(own);
+      const ready = (shared.subscribed.get(channel) as Promise<unknown>).then(() => {});
       let closed = false;
       return {
         ready,
         async close() {
           if (closed) return;
           closed = true;
-          shared.users--;
-          if (shared.users > 0) {
-            await shared.connected.then((connection) => connection.unsubscribe(channel, onMessage)).catch(() => {});
-            return;
+          const set = shared.channels.get(channel);
+          set?.delete(own);
+          if (set && set.size === 0) {
+            shared.channels.delete(channel);
+            const subscribed = shared.subscribed.get(channel);
+            shared.subscribed.delete(channel);
+            if (shared.channels.size > 0)
+              await subscribed
+                ?.then(() => shared.connected)
+                .then((connection) => connection.unsubscribe(channel))
+                .catch(() => {});
           }
+          if (shared.channels.size > 0) return;
+          // The last subscription: the connection goes too.
           if (subscriber === shared) subscriber = undefined;
           try {
             shared.connection.destroy();
