@@ -63,7 +63,8 @@ export async function measureMetrics({ baseUrl, rounds, rows, log }) {
     const emptyMs = await timeScrapes(outboxRegistry, 50);
     for (let i = 0; i < rows; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `bench-${i}` });
     const fullMs = await timeScrapes(outboxRegistry, 50);
-    if (!(await outboxRegistry.metrics()).includes(`panel_license_outbox_releases{state="pending"} ${rows}`)) throw new Error('the scrape did not count the rows');
+    if (!(await outboxRegistry.metrics()).includes(`panel_license_outbox_releases{state="pending"} ${rows}`))
+      throw new Error('the scrape did not count the rows');
     log(`    scrape: ${fmt(emptyMs, 2)} ms empty, ${fmt(fullMs, 2)} ms with ${rows} rows`);
     return [
       {
