@@ -2,6 +2,7 @@
 import cluster from 'node:cluster';
 import { createServer } from 'node:http';
 import { availableParallelism } from 'node:os';
+import { createSqliteOutboxStore } from 'panel-license-guard';
 import { redisLicenseStore } from 'panel-license-guard/redis';
 import { createClient } from 'redis';
 import { createPanelApp } from './app.js';
@@ -17,6 +18,9 @@ const redisUrl = () => process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 export async function startClusterPrimary({ config, port, outboxFile }) {
   const count = Math.max(2, Number(process.env.WORKERS ?? availableParallelism()));
   cluster.setupPrimary({ args: process.argv.slice(2) });
+  // The outbox file is created (schema, WAL mode) once here: workers opening a new file at the
+  // same moment could otherwise race on creating it ("database is locked").
+  if (outboxFile && outboxFile !== ':memory:') createSqliteOutboxStore({ file: outboxFile }).close();
   const env = { PANEL_WORKER_CONFIG: JSON.stringify({ ...config, port, outboxFile, redisUrl: redisUrl() }) };
   const states = [];
   const ready = Array.from({ length: count }, () => {
