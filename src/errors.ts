@@ -152,3 +152,20 @@ export function errorCodeOf(error: unknown): string {
   const code = (error as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' ? code : 'UNKNOWN';
 }
+
+/**
+ * The outbox could not send a release for its panel: `PANEL_UNRESOLVED` (with `panels`, the
+ * resolver answered null, threw, timed out or gave unusable credentials for the row's panel: its
+ * rows wait and are tried again) · `PANEL_MISMATCH` (a store handed a worker a row of another
+ * panel: it is never sent with this worker's credentials).
+ */
+export class PanelDeliveryError extends Error {
+  override name = 'PanelDeliveryError';
+  readonly code: 'PANEL_UNRESOLVED' | 'PANEL_MISMATCH';
+  readonly panel: string;
+  constructor(code: 'PANEL_UNRESOLVED' | 'PANEL_MISMATCH', panel: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.panel = panel;
+  }
+}

@@ -154,7 +154,10 @@ describe('panel-license', () => {
       const outbox = join(dir, 'escape.db');
       const store = createSqliteOutboxStore({ file: outbox });
       const body = JSON.stringify({ release: { title: 'Clear\u001b[2J\u001b]52;c;ZXZpbA==\u0007', remote_track_id: 'id\u009b31m\nfake row' } });
-      await store.enqueue({ remoteTrackId: 'id\u009b31m\nfake row', body, contentHash: createHash('sha256').update(body).digest('hex') }, Date.now());
+      await store.enqueue(
+        { panel: 'panel-a', remoteTrackId: 'id\u009b31m\nfake row', body, contentHash: createHash('sha256').update(body).digest('hex') },
+        Date.now(),
+      );
       await store.close();
       const list = fakeIo();
       expect(await main(['outbox', '--outbox', outbox], list.io)).toBe(EXIT.ok);

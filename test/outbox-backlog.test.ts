@@ -40,6 +40,7 @@ describe('createReleaseOutbox()', () => {
       let active = 0;
       let mostActive = 0;
       const countingClient: ReleaseSender = {
+        panelId: client.panelId,
         async pushSerializedRelease(body) {
           mostActive = Math.max(mostActive, ++active);
           try {

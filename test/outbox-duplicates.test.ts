@@ -101,6 +101,7 @@ describe('the release outbox', () => {
     const started: Record<string, number> = {};
     const client = {
       timeoutMs: 1000,
+      panelId: 'panel-a',
       async pushSerializedRelease(body: string) {
         started[JSON.parse(body).release.title] = Date.now() - t0;
         await sleep(1500);

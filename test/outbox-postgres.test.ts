@@ -129,12 +129,12 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     it('never leases one row to two hosts', async () => {
       const table = freshTable();
       const [one, two] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
-      for (let i = 0; i < 200; i++) await one.enqueue({ remoteTrackId: undefined, body: `{"n":${i}}`, contentHash: `h${i}` }, 1000);
+      for (let i = 0; i < 200; i++) await one.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: `{"n":${i}}`, contentHash: `h${i}` }, 1000);
       const claimed = await Promise.all(
         [one, two, one, two].map(async (store, i) => {
           const ids: number[] = [];
           for (;;) {
-            const batch = await store.claimDue({ owner: `host-${i}`, limit: 7, nowMs: 2000, leaseMs: 60_000 });
+            const batch = await store.claimDue({ panel: 'panel-a', owner: `host-${i}`, limit: 7, nowMs: 2000, leaseMs: 60_000 });
             if (batch.length === 0) return ids;
             ids.push(...batch.map((row) => row.id));
           }
@@ -150,7 +150,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const hosts = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
       await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
-          (hosts[i % 2] as (typeof hosts)[number]).enqueue({ remoteTrackId: 'track-1', body: `{"v":${i}}`, contentHash: `v${i}` }, 1000 + i),
+          (hosts[i % 2] as (typeof hosts)[number]).enqueue({ panel: 'panel-a', remoteTrackId: 'track-1', body: `{"v":${i}}`, contentHash: `v${i}` }, 1000 + i),
         ),
       );
       const rows = await hosts[0]?.list({ state: 'pending', limit: 100 });
@@ -163,9 +163,9 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const table = freshTable();
       const [worker, uploader] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
       const tracks = Array.from({ length: 60 }, (_, i) => `race-${i}`);
-      const payload = (track: string, v: string) => ({ remoteTrackId: track, body: `{"${track}":"${v}"}`, contentHash: `${track}:${v}` });
+      const payload = (track: string, v: string) => ({ panel: 'panel-a', remoteTrackId: track, body: `{"${track}":"${v}"}`, contentHash: `${track}:${v}` });
       for (const track of tracks) await uploader.enqueue(payload(track, 'v1'), 1000);
-      const claimed = await worker.claimDue({ owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
+      const claimed = await worker.claimDue({ panel: 'panel-a', owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
       expect(claimed).toHaveLength(tracks.length);
       await Promise.all(
         claimed.flatMap((claim) => [
@@ -188,9 +188,9 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const table = freshTable();
       const [worker, uploader] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
       const tracks = Array.from({ length: 60 }, (_, i) => `same-${i}`);
-      const payload = (track: string) => ({ remoteTrackId: track, body: `{"${track}":"v1"}`, contentHash: `${track}:v1` });
+      const payload = (track: string) => ({ panel: 'panel-a', remoteTrackId: track, body: `{"${track}":"v1"}`, contentHash: `${track}:v1` });
       for (const track of tracks) await uploader.enqueue(payload(track), 1000);
-      const claimed = await worker.claimDue({ owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
+      const claimed = await worker.claimDue({ panel: 'panel-a', owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
       await Promise.all(
         claimed.flatMap((claim) => [
           worker.settle(claim, 'w', { kind: 'delivered', releaseId: 1 }, 3000),
@@ -214,13 +214,13 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const M = { body: '{"v":"M"}', contentHash: 'hash-M' };
       for (let round = 0; round < 40; round++) {
         const track = `back-${round}`;
-        await other?.enqueue({ remoteTrackId: track, ...N }, 1000);
-        const [claim] = (await worker?.claimDue({ owner: 'w', limit: 1, nowMs: 2000, leaseMs: 600_000 })) ?? [];
-        await other?.enqueue({ remoteTrackId: track, ...M }, 2100); // replaced while N is in flight
+        await other?.enqueue({ panel: 'panel-a', remoteTrackId: track, ...N }, 1000);
+        const [claim] = (await worker?.claimDue({ panel: 'panel-a', owner: 'w', limit: 1, nowMs: 2000, leaseMs: 600_000 })) ?? [];
+        await other?.enqueue({ panel: 'panel-a', remoteTrackId: track, ...M }, 2100); // replaced while N is in flight
         const tx = await callerPool.connect();
         await tx.query('BEGIN');
-        await panel?.enqueue({ remoteTrackId: track, ...N }, 2200, { transaction: tx }); // back to N, not committed yet
-        const reupload = other?.enqueue({ remoteTrackId: track, ...N }, 2300);
+        await panel?.enqueue({ panel: 'panel-a', remoteTrackId: track, ...N }, 2200, { transaction: tx }); // back to N, not committed yet
+        const reupload = other?.enqueue({ panel: 'panel-a', remoteTrackId: track, ...N }, 2300);
         await sleep(30);
         const settled = worker?.settle(claim as ClaimedRow, 'w', { kind: 'delivered', releaseId: 7 }, 2400); // the mother took N
         await sleep(30);
@@ -237,13 +237,13 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     it("reckons leases on the database's clock: a host running 10 minutes ahead cannot take one over early", async () => {
       const table = freshTable();
       const [slow, fast] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
-      await slow.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, Date.now());
-      expect(await slow.claimDue({ owner: 'slow', limit: 1, nowMs: Date.now(), leaseMs: 400 })).toHaveLength(1);
+      await slow.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, Date.now());
+      expect(await slow.claimDue({ panel: 'panel-a', owner: 'slow', limit: 1, nowMs: Date.now(), leaseMs: 400 })).toHaveLength(1);
       const tenMinutesAhead = () => Date.now() + 10 * 60_000;
-      expect(await fast.claimDue({ owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toEqual([]);
+      expect(await fast.claimDue({ panel: 'panel-a', owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toEqual([]);
       // The lease runs out in real time, whatever either host's clock says.
       await sleep(500);
-      expect(await fast.claimDue({ owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toHaveLength(1);
+      expect(await fast.claimDue({ panel: 'panel-a', owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toHaveLength(1);
     });
   });
 
@@ -252,10 +252,10 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const table = freshTable();
       const names = `"${schema}"."${table}"`;
       const first = postgresOutboxStore({ pool: admin, schema, table });
-      await first.enqueue({ remoteTrackId: 't1', body: '{"v":1}', contentHash: 'v1' }, 1000);
+      await first.enqueue({ panel: 'panel-a', remoteTrackId: 't1', body: '{"v":1}', contentHash: 'v1' }, 1000);
       // Back to what version 1 of the schema looked like, with what it allowed: a requeued older
       // release could sit pending beside a newer one of the same track.
-      await admin.query(`DROP INDEX "${schema}"."${table}_pending"`);
+      await admin.query(`ALTER TABLE ${names} DROP COLUMN panel`); // v4 (its indexes go with it)
       await admin.query(`DROP SEQUENCE "${schema}"."${table}_deliveries"`);
       await admin.query(`ALTER TABLE ${names} DROP COLUMN history_of`);
       await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version >= 2`);
@@ -273,11 +273,11 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         { id: 2, state: 'pending', body: '{"v":2}' },
       ]);
       versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3]);
-      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (4, 0)`);
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4]);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (5, 0)`);
       await expect(
-        postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
-      ).rejects.toThrow(/schema v4, written by a newer version/);
+        postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
+      ).rejects.toThrow(/schema v5, written by a newer version/);
     });
   });
 
@@ -291,7 +291,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const weak = new pg.Pool({ connectionString: url.toString(), max: 1 });
       pools.push(weak);
       const store = postgresOutboxStore({ pool: weak, schema: `${schema}_none`, table: 'outbox' });
-      await expect(store.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow(
+      await expect(store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow(
         /lacks a privilege .*Grant it CREATE and USAGE on schema/,
       );
       // With what the README grants after the first run, but DELETE forgotten: retention says so.
@@ -301,7 +301,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       await admin.query(`GRANT SELECT, INSERT, UPDATE ON "${schema}"."${table}", "${schema}"."${table}_migrations" TO panel_outbox_noprivs`);
       await admin.query(`GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA "${schema}" TO panel_outbox_noprivs`);
       const granted = postgresOutboxStore({ pool: weak, schema, table });
-      await granted.enqueue({ remoteTrackId: 't', body: '{}', contentHash: 'h' }, 1);
+      await granted.enqueue({ panel: 'panel-a', remoteTrackId: 't', body: '{}', contentHash: 'h' }, 1);
       await expect(granted.prune?.({ deliveredBefore: 0, deadBefore: 0, afterId: 0, limit: 10 })).rejects.toThrow(/lacks a privilege .*DELETE \(retention\)/);
       await admin.query(`REVOKE ALL ON ALL TABLES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
       await admin.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
@@ -312,7 +312,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 500 });
       pools.push(dead);
       const store = postgresOutboxStore({ pool: dead, schema, table: freshTable() });
-      await expect(store.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow();
+      await expect(store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow();
     });
 
     it('names bad options', () => {

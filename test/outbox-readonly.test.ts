@@ -15,7 +15,7 @@ async function outboxFile(): Promise<{ dir: string; file: string }> {
   const store = createSqliteOutboxStore({ file });
   for (const title of ['One', 'Two']) {
     const body = JSON.stringify({ release: { title } });
-    await store.enqueue({ remoteTrackId: undefined, body, contentHash: title }, Date.now());
+    await store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body, contentHash: title }, Date.now());
   }
   await store.close();
   return { dir, file };
@@ -67,7 +67,7 @@ describe('the SQLite outbox without write access', () => {
         const store = createSqliteOutboxStore({ file, readonly: true });
         expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
         expect((await store.list({ state: undefined, limit: 10 })).map((row) => row.id)).toEqual([1, 2]);
-        expect(() => store.enqueue({ remoteTrackId: undefined, body: '{}', contentHash: 'x' }, 0)).toThrow(
+        expect(() => store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'x' }, 0)).toThrow(
           /opened read-only; enqueue\(\) needs it opened for writing/,
         );
         await store.close();
@@ -98,7 +98,10 @@ describe('the SQLite outbox without write access', () => {
     const { dir, file } = await outboxFile();
     // The newest row only in the -wal: a writer still has the file open.
     const writer = createSqliteOutboxStore({ file });
-    await writer.enqueue({ remoteTrackId: undefined, body: JSON.stringify({ release: { title: 'Three' } }), contentHash: 'three' }, Date.now());
+    await writer.enqueue(
+      { panel: 'panel-a', remoteTrackId: undefined, body: JSON.stringify({ release: { title: 'Three' } }), contentHash: 'three' },
+      Date.now(),
+    );
     const linkDir = mkdtempSync(join(tmpdir(), 'outbox-link-'));
     const link = join(linkDir, 'outbox.db');
     symlinkSync(file, link);

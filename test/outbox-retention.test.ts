@@ -19,7 +19,7 @@ import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 // Retention through the outbox: options, the background pass, and a 100,000-row history pruned
 // in batches while enqueues go on (SQLite and PostgreSQL). The row rules are in outbox-store.test.ts.
 const DAY = 24 * 60 * 60_000;
-const client = { pushSerializedRelease: async () => ({ ok: true as const, release_id: 1 }) };
+const client = { panelId: 'panel-a', pushSerializedRelease: async () => ({ ok: true as const, release_id: 1 }) };
 const dir = mkdtempSync(join(tmpdir(), 'outbox-retention-'));
 const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
 const pool = havePostgres ? new pg.Pool({ connectionString: DATABASE_URL, max: 6 }) : undefined;
@@ -44,8 +44,8 @@ function outboxOn(store: OutboxStore, options: Partial<ReleaseOutboxOptions> = {
 async function deliveredLongAgo(store: OutboxStore, title: string, track: string | undefined, ageDays: number) {
   const at = Date.now() - ageDays * DAY;
   const body = JSON.stringify({ release: { title, primary_artist: 'Ada', ...(track ? { remote_track_id: track } : {}) } });
-  await store.enqueue({ remoteTrackId: track, body, contentHash: `h:${body}` }, at);
-  const [claimed] = await store.claimDue({ owner: 'seed', limit: 1, nowMs: at, leaseMs: 60_000 });
+  await store.enqueue({ panel: 'panel-a', remoteTrackId: track, body, contentHash: `h:${body}` }, at);
+  const [claimed] = await store.claimDue({ panel: 'panel-a', owner: 'seed', limit: 1, nowMs: at, leaseMs: 60_000 });
   if (!claimed) throw new Error('expected a due row');
   await store.settle(claimed, 'seed', { kind: 'delivered', releaseId: 1 }, at);
 }
@@ -131,8 +131,8 @@ function seedSqlite(file: string): void {
   createSqliteOutboxStore({ file }).close();
   const db = new (loadSqliteDriver())(file);
   const at = Date.now() - 40 * DAY;
-  const insert = db.prepare(`INSERT INTO release_outbox (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id,
-    delivered_seq, delivered_at, created_at, updated_at) VALUES (?, ?, ?, 'delivered', 1, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id,
+    delivered_seq, delivered_at, created_at, updated_at) VALUES ('panel-a', ?, ?, ?, 'delivered', 1, ?, ?, ?, ?, ?, ?)`);
   db.transaction(() => {
     for (let i = 0; i < HISTORY; i++) {
       const track = `track-${i % TRACKS}`;
@@ -149,8 +149,8 @@ async function seedPostgres(table: string): Promise<void> {
   await postgresOutboxStore({ pool: pool as pg.Pool, schema, table }).migrate();
   const at = Date.now() - 40 * DAY;
   await pool?.query(
-    `INSERT INTO "${schema}"."${table}" (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
-     SELECT 'track-' || (i % $1), json_build_object('release', json_build_object('title', 'Song ' || (i % $1) || ' v' || (i / $1 + 1), 'primary_artist', 'Ada', 'remote_track_id', 'track-' || (i % $1)))::text,
+    `INSERT INTO "${schema}"."${table}" (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, delivered_at, created_at, updated_at)
+     SELECT 'panel-a', 'track-' || (i % $1), json_build_object('release', json_build_object('title', 'Song ' || (i % $1) || ' v' || (i / $1 + 1), 'primary_artist', 'Ada', 'remote_track_id', 'track-' || (i % $1)))::text,
        'h' || (i % $1) || 'v' || (i / $1 + 1), 'delivered', 1, $2, i + 1, i / $1 + 1, $2, $2, $2
      FROM generate_series(0, $3 - 1) AS i`,
     [TRACKS, at, HISTORY],

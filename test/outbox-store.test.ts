@@ -23,11 +23,11 @@ const B = 'worker-b';
 
 function row(title: string, remoteTrackId?: string): NewOutboxRow {
   const body = JSON.stringify({ release: { title, ...(remoteTrackId === undefined ? {} : { remote_track_id: remoteTrackId }) } });
-  return { remoteTrackId, body, contentHash: `hash:${body}` };
+  return { panel: 'panel-a', remoteTrackId, body, contentHash: `hash:${body}` };
 }
 
 async function claim(store: OutboxStore, owner = A, nowMs = T0, limit = 10): Promise<ClaimedRow[]> {
-  return store.claimDue({ owner, limit, nowMs, leaseMs: LEASE });
+  return store.claimDue({ panel: 'panel-a', owner, limit, nowMs, leaseMs: LEASE });
 }
 
 async function claimOne(store: OutboxStore, owner = A, nowMs = T0): Promise<ClaimedRow> {
@@ -145,7 +145,7 @@ describe.each(stores)('%s', (_name, create) => {
     it('never leases a row the worker says it is still sending', async () => {
       const store = make();
       for (const title of ['a', 'b', 'c']) await store.enqueue(row(title), T0);
-      const claimed = await store.claimDue({ owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [1, 3] });
+      const claimed = await store.claimDue({ panel: 'panel-a', owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [1, 3] });
       expect(claimed.map((c) => c.id)).toEqual([2]);
     });
 
@@ -156,8 +156,51 @@ describe.each(stores)('%s', (_name, create) => {
       await store.enqueue(row('v2', 't1'), T0);
       expect(await store.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
       // The worker has not finished with v1's send yet: it asks the store to skip the row.
-      expect(await store.claimDue({ owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [inFlight.id] })).toEqual([]);
+      expect(await store.claimDue({ panel: 'panel-a', owner: A, limit: 10, nowMs: T0, leaseMs: LEASE, exclude: [inFlight.id] })).toEqual([]);
       expect((await claim(store, A, T0)).map((c) => [c.id, c.body])).toEqual([[1, row('v2', 't1').body]]);
+    });
+  });
+
+  describe('when claiming across panels (claimFair)', () => {
+    const inPanel = (panel: string, title: string): NewOutboxRow => ({ ...row(title), panel });
+    const fair = (store: OutboxStore, request: Partial<Parameters<NonNullable<OutboxStore['claimFair']>>[0]> = {}) =>
+      Promise.resolve(
+        store.claimFair?.({ owner: A, limit: 4, nowMs: T0, leaseMs: LEASE, after: '', maxPanels: 64, skipPanels: [], probePanels: [], ...request }),
+      );
+
+    it('takes every panel its turn before any panel a second row, and says where to go on', async () => {
+      const store = make();
+      for (let i = 0; i < 5; i++) await store.enqueue(inPanel('p-a', `a${i}`), T0);
+      await store.enqueue(inPanel('p-b', 'b0'), T0);
+      await store.enqueue(inPanel('p-c', 'c0'), T0);
+      await store.enqueue(row('no panel'), T0); // panel-a of the other tests
+      const taken = await fair(store, { after: 'p' });
+      expect(taken?.rows.map((r) => `${r.panel}:${JSON.parse(r.body).release.title}`)).toEqual(['p-a:a0', 'p-b:b0', 'p-c:c0', 'panel-a:no panel']);
+      expect(taken?.lastPanel).toBe('panel-a');
+      // Going on after it wraps round to the first panel: only p-a has rows left.
+      expect((await fair(store, { after: 'panel-a', limit: 2 }))?.rows.map((r) => r.panel)).toEqual(['p-a', 'p-a']);
+    });
+
+    it('passes over held panels, takes one row of a probing panel, never rows without a panel', async () => {
+      const store = make();
+      for (let i = 0; i < 3; i++) {
+        await store.enqueue(inPanel('held', `h${i}`), T0);
+        await store.enqueue(inPanel('probing', `p${i}`), T0);
+        await store.enqueue(inPanel('', `legacy${i}`), T0);
+      }
+      const taken = await fair(store, { skipPanels: ['held'], probePanels: ['probing'] });
+      expect(taken?.rows.map((r) => r.panel)).toEqual(['probing']);
+      expect(taken?.lastPanel).toBe('probing');
+    });
+
+    it('visits at most `maxPanels` panels, and goes on after the last one visited', async () => {
+      const store = make();
+      for (const panel of ['p1', 'p2', 'p3']) await store.enqueue(inPanel(panel, panel), T0 + 10_000); // not due yet
+      const taken = await fair(store, { maxPanels: 2 });
+      expect(taken).toEqual({ rows: [], lastPanel: 'p2' });
+      // From after p2, round to p1 and p2 again: every panel visited.
+      expect(await fair(store, { after: 'p2', maxPanels: 2 })).toEqual({ rows: [], lastPanel: 'p1' });
+      expect(await fair(store, { after: 'p2', maxPanels: 3 })).toEqual({ rows: [], lastPanel: undefined });
     });
   });
 
@@ -361,19 +404,23 @@ describe('createSqliteOutboxStore()', () => {
     // Back to what version 1 of the schema looked like.
     const Driver = loadSqliteDriver();
     const db = new Driver(file);
+    db.exec('DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; ALTER TABLE release_outbox DROP COLUMN panel');
     db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
     db.pragma('user_version = 1');
     db.close();
     const reader = createSqliteOutboxStore({ file, readonly: true });
-    expect(await reader.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1' }]);
+    expect(await reader.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, panel: '', remoteTrackId: 't1' }]);
     await reader.close();
     const writer = createSqliteOutboxStore({ file });
     open.push(writer);
+    // A row stored before rows recorded their panel is nobody's until adopted.
+    expect(await claim(writer)).toEqual([]);
+    expect(await writer.adoptUnassigned?.('panel-a', T0)).toBe(1);
     const inFlight = await claimOne(writer);
     await writer.enqueue(row('New', 't1'), T0);
     expect(await writer.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
     const check = new Driver(file, { readonly: true });
-    expect(check.pragma('user_version', { simple: true })).toBe(2);
+    expect(check.pragma('user_version', { simple: true })).toBe(3);
     expect(check.prepare('SELECT history_of FROM release_outbox WHERE id = 2').get()).toEqual({ history_of: 1 });
     check.close();
   });

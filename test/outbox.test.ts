@@ -61,7 +61,7 @@ const titles = () => emulator.releases.map((r) => r.release.title);
 
 describe('createReleaseOutbox()', () => {
   describe('when constructed', () => {
-    const client = { pushSerializedRelease: async () => ({ ok: true as const, release_id: 1 }) };
+    const client = { panelId: 'panel-a', pushSerializedRelease: async () => ({ ok: true as const, release_id: 1 }) };
     const cases: [string, unknown, RegExp][] = [
       ['a misspelt option', { client, file: ':memory:', concurency: 2 }, /unknown option `concurency`.*Did you mean `concurrency`/],
       ['no client', { file: ':memory:' }, /`client` must be a mother client.*createMotherClient/],
@@ -114,6 +114,7 @@ describe('createReleaseOutbox()', () => {
       expect(events.delivered).toEqual([
         {
           id: 1,
+          panel: expect.stringMatching(/^[0-9a-f]{32}$/),
           remoteTrackId: 'trk-1',
           releaseId: received?.releaseId,
           attempts: 1,

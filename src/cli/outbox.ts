@@ -6,12 +6,15 @@ import { EXIT, type Io, parseFlags, UsageError } from './io.js';
 import { openOutboxStore } from './outbox-location.js';
 import { DEFAULT_OUTBOX_FILE } from './push.js';
 
-const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--limit N] [--json] [--outbox FILE|URL]
-       panel-license outbox retry ID|--all-dead [--outbox FILE|URL]
+const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--panel ID] [--limit N] [--json] [--outbox FILE|URL]
+       panel-license outbox panels [--limit N] [--json] [--outbox FILE|URL]
+       panel-license outbox retry ID|--all-dead [--panel ID] [--outbox FILE|URL]
 
   --outbox FILE|URL   SQLite file (default ./data/outbox.db), or a PostgreSQL URL such as
                       postgres://user@host/db?schema=public&table=release_outbox (needs: npm install pg)
+  --panel ID          only this panel's releases (your id with \`panels\`, or a client's panelId)
 
+"panels" lists the panels with pending or dead releases, most pending first.
 "retry" moves dead releases back to the queue; the next push or panel process delivers them.
 A dead release whose track was queued again since stays dead: its content is out of date.`;
 
@@ -23,8 +26,8 @@ const STATES = ['pending', 'delivered', 'dead'];
  */
 async function openOutbox(location: string, mode: 'write' | 'read') {
   const opened = await openOutboxStore(location, mode, USAGE);
-  const notSending = { pushSerializedRelease: () => Promise.reject(new Error('this command does not deliver')) };
-  const outbox = createReleaseOutbox({ client: notSending, store: opened.store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
+  // Every panel's rows are seen (`panels`), and no panel has credentials here: nothing can be sent.
+  const outbox = createReleaseOutbox({ panels: { resolve: () => null }, store: opened.store, autoStart: false, logger: { warn: () => {}, error: () => {} } });
   return Object.assign(outbox, {
     shown: opened.shown,
     async closeAll() {
@@ -41,6 +44,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     json: { type: 'boolean', default: false },
     outbox: { type: 'string' },
     'all-dead': { type: 'boolean', default: false },
+    panel: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   } as const;
   const { values, positionals } = parseFlags(args, flags, USAGE);
@@ -50,7 +54,12 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   }
   const file = (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE;
   const [action, id] = positionals;
-  if (action !== undefined && action !== 'retry') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
+  if (action !== undefined && action !== 'retry' && action !== 'panels') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
+  const panel = values.panel as string | undefined;
+  if (panel === '') throw new UsageError('--panel needs a panel id.', USAGE);
+  const limit = Number(values.limit ?? 100);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
+  if (action === 'panels') return listPanels(file, limit, values.json === true, io);
   if (positionals.length > (action === 'retry' ? 2 : 1)) throw new UsageError(`Unexpected argument "${positionals.at(-1)}".`, USAGE);
 
   if (action === 'retry') {
@@ -59,7 +68,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     const outbox = await openOutbox(file, 'write');
     try {
       if (id === undefined) {
-        const count = await outbox.retryAllDead();
+        const count = await outbox.retryAllDead(panel === undefined ? {} : { panel });
         io.out(count === 0 ? 'No dead releases: nothing to queue again.' : `${count} dead release(s) queued again.`);
         return EXIT.ok;
       }
@@ -81,22 +90,48 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
 
   const state = values.state as string | undefined;
   if (state !== undefined && !STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}.`, USAGE);
-  const limit = Number(values.limit ?? 100);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
   const outbox = await openOutbox(file, 'read');
   try {
-    const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit });
+    const scope = panel === undefined ? {} : { panel };
+    const rows = await outbox.list({ ...(state ? { state: state as OutboxState } : {}), limit, ...scope });
     if (values.json) {
       io.out(jsonLine(rows));
       return EXIT.ok;
     }
-    const stats = await outbox.stats();
+    const stats = await outbox.stats(scope);
     io.out(`pending ${stats.pending} · delivered ${stats.delivered} · dead ${stats.dead}`);
     for (const row of rows) {
       const outcome = row.state === 'delivered' ? `release_id ${row.releaseId ?? 'unknown'}` : (row.lastError ?? '');
-      const cells = [`#${row.id}`, row.state, `${row.attempts} attempt(s)`, row.remoteTrackId ?? '-', String(row.release.title), outcome];
+      const cells = [
+        `#${row.id}`,
+        row.panel || '(no panel)',
+        row.state,
+        `${row.attempts} attempt(s)`,
+        row.remoteTrackId ?? '-',
+        String(row.release.title),
+        outcome,
+      ];
       // Titles and ids come from artists: escaped so no cell can move the cursor or fake a row.
       io.out(cells.map(escapeControls).join('\t'));
+    }
+    return EXIT.ok;
+  } finally {
+    await outbox.closeAll();
+  }
+}
+
+async function listPanels(file: string, limit: number, json: boolean, io: Io): Promise<number> {
+  const outbox = await openOutbox(file, 'read');
+  try {
+    const panels = await outbox.panelStats(limit);
+    if (json) {
+      io.out(jsonLine(panels));
+      return EXIT.ok;
+    }
+    if (panels.length === 0) io.out('No panel has pending or dead releases.');
+    for (const { panel, pending, dead, oldestPendingAt } of panels) {
+      const oldest = oldestPendingAt === undefined ? '' : `oldest pending since ${new Date(oldestPendingAt).toISOString()}`;
+      io.out([panel || '(no panel)', `pending ${pending}`, `dead ${dead}`, oldest].map(escapeControls).join('\t'));
     }
     return EXIT.ok;
   } finally {

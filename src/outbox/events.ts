@@ -4,6 +4,8 @@ import { describeError, type Logger, type StructuredLogger } from '../logger.js'
 /** A release reached the mother. */
 export interface DeliveredEvent {
   id: number;
+  /** The panel the release was stored for (`client.panelId`, or your id with `panels`). */
+  panel: string;
   remoteTrackId: string | undefined;
   /**
    * The mother's `release_id`; undefined when it answered 2xx with a body that could not be read
@@ -30,6 +32,8 @@ export interface DeliveredEvent {
 /** An attempt failed and the release will be tried again. */
 export interface RetryingEvent {
   id: number;
+  /** The panel the release was stored for (`client.panelId`, or your id with `panels`). */
+  panel: string;
   remoteTrackId: string | undefined;
   /** Failed attempts so far. */
   attempts: number;
@@ -45,6 +49,8 @@ export interface RetryingEvent {
 /** The mother refused a release for good (422, 405, 400, redirect…); it stays stored as `dead`. */
 export interface DeadEvent {
   id: number;
+  /** The panel the release was stored for (`client.panelId`, or your id with `panels`). */
+  panel: string;
   remoteTrackId: string | undefined;
   attempts: number;
   error: Error;
@@ -59,6 +65,8 @@ export interface OutboxErrorEvent {
   error: Error;
   /** The row concerned, if any. */
   id: number | undefined;
+  /** The panel concerned, if any. */
+  panel?: string | undefined;
   remoteTrackId: string | undefined;
 }
 
@@ -145,17 +153,18 @@ export function createOutboxEmitter(logger: StructuredLogger): OutboxEmitter {
 /** A dead release or a rejected key must not go unnoticed just because nobody subscribed. */
 function logUnheard<E extends OutboxEventName>(logger: StructuredLogger, event: E, payload: OutboxEvents[E]): void {
   if (event === 'error') {
-    const { error, id } = payload as OutboxErrorEvent;
+    const { error, id, panel } = payload as OutboxErrorEvent;
     const code = (error as { code?: unknown }).code;
-    logger.error(`${PREFIX} ${error.message}`, { event: 'outbox_error', code: typeof code === 'string' ? code : undefined, release: id });
+    logger.error(`${PREFIX} ${error.message}`, { event: 'outbox_error', code: typeof code === 'string' ? code : undefined, release: id, panel });
   } else if (event === 'dead') {
-    const { id, attempts, message, error } = payload as DeadEvent;
+    const { id, panel, attempts, message, error } = payload as DeadEvent;
     const code = (error as { code?: unknown }).code;
     logger.warn(`${PREFIX} release #${id} is dead after ${attempts} attempt${attempts === 1 ? '' : 's'}; the mother said: ${message}`, {
       event: 'release_dead',
       code: typeof code === 'string' ? code : undefined,
       release: id,
       attempt: attempts,
+      panel,
     });
   } else if (event === 'delivered') {
     const { unconfirmed, id, attempts } = payload as DeliveredEvent;

@@ -1,6 +1,17 @@
 // An in-memory outbox store: same rules as the SQLite store, nothing survives the process (tests, demos).
-import { enqueueResult, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
-import { OUTBOX_STATES, type OutboxState, type OutboxStore, refuseTransaction, type StoredRow } from './store.js';
+import { panelsToVisit, pickFairly } from './fair-claim.js';
+import { ADOPTION_SUPERSEDED, enqueueResult, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
+import {
+  type ClaimedRow,
+  OUTBOX_STATES,
+  type OutboxState,
+  type OutboxStore,
+  type PanelCounts,
+  type PanelScope,
+  refuseTransaction,
+  type StoredRow,
+  UNASSIGNED_PANEL,
+} from './store.js';
 
 interface MemoryRow extends StoredRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
@@ -20,8 +31,35 @@ export function createMemoryOutboxStore(): OutboxStore {
     return rows;
   }
 
-  function rowsOfTrack(remoteTrackId: string): MemoryRow[] {
-    return [...open().values()].filter((row) => row.remoteTrackId === remoteTrackId);
+  function rowsOfTrack(panel: string, remoteTrackId: string): MemoryRow[] {
+    return [...open().values()].filter((row) => row.panel === panel && row.remoteTrackId === remoteTrackId);
+  }
+
+  const inScope = (row: MemoryRow, scope: PanelScope | undefined) => scope?.panel === undefined || row.panel === scope.panel;
+  const trackKey = (row: { panel: string; remoteTrackId: string | undefined }) => `${row.panel}\n${row.remoteTrackId}`;
+
+  /** Pending rows that may be sent now, per panel, in due order; a track's newer row waits for its older one. */
+  function dueRows(nowMs: number, exclude: readonly number[], accept: (panel: string) => boolean): Map<string, MemoryRow[]> {
+    const sending = new Set(exclude);
+    const tracksWithOlderPending = new Set<string>();
+    const due = new Map<string, MemoryRow[]>();
+    for (const row of open().values()) {
+      if (row.state !== 'pending' || !accept(row.panel)) continue;
+      const blocked = row.remoteTrackId !== undefined && tracksWithOlderPending.has(trackKey(row));
+      if (row.remoteTrackId !== undefined) tracksWithOlderPending.add(trackKey(row));
+      const leased = row.leaseExpiresAt !== undefined && row.leaseExpiresAt > nowMs;
+      if (blocked || leased || sending.has(row.id) || row.nextAttemptAt > nowMs) continue;
+      const list = due.get(row.panel);
+      if (list) list.push(row);
+      else due.set(row.panel, [row]);
+    }
+    for (const list of due.values()) list.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id - b.id);
+    return due;
+  }
+
+  function lease(row: MemoryRow, owner: string, until: number): ClaimedRow {
+    Object.assign(row, { leaseOwner: owner, leaseExpiresAt: until });
+    return { id: row.id, panel: row.panel, remoteTrackId: row.remoteTrackId, body: row.body, contentHash: row.contentHash, attempts: row.attempts };
   }
 
   function apply(row: MemoryRow, update: RowUpdate, nowMs: number): void {
@@ -43,7 +81,7 @@ export function createMemoryOutboxStore(): OutboxStore {
       let newestPending: MemoryRow | undefined;
       let latestDelivered: MemoryRow | undefined;
       if (row.remoteTrackId !== undefined) {
-        for (const candidate of rowsOfTrack(row.remoteTrackId)) {
+        for (const candidate of rowsOfTrack(row.panel, row.remoteTrackId)) {
           if (candidate.state === 'pending') newestPending = candidate;
           if (candidate.state === 'delivered' && (candidate.deliveredSeq ?? 0) > (latestDelivered?.deliveredSeq ?? -1)) {
             latestDelivered = candidate;
@@ -75,22 +113,20 @@ export function createMemoryOutboxStore(): OutboxStore {
       return enqueueResult(plan, insertedId);
     },
 
-    claimDue({ owner, limit, nowMs, leaseMs, exclude = [] }) {
-      const sending = new Set(exclude);
-      const tracksWithOlderPending = new Set<string>();
-      const due: MemoryRow[] = [];
-      for (const row of open().values()) {
-        if (row.state !== 'pending') continue;
-        const blocked = row.remoteTrackId !== undefined && tracksWithOlderPending.has(row.remoteTrackId);
-        if (row.remoteTrackId !== undefined) tracksWithOlderPending.add(row.remoteTrackId);
-        const leased = row.leaseExpiresAt !== undefined && row.leaseExpiresAt > nowMs;
-        if (!blocked && !leased && !sending.has(row.id) && row.nextAttemptAt <= nowMs) due.push(row);
-      }
-      due.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id - b.id);
-      return due.slice(0, limit).map((row) => {
-        Object.assign(row, { leaseOwner: owner, leaseExpiresAt: nowMs + leaseMs });
-        return { id: row.id, remoteTrackId: row.remoteTrackId, body: row.body, contentHash: row.contentHash, attempts: row.attempts };
-      });
+    claimDue({ owner, panel, limit, nowMs, leaseMs, exclude = [] }) {
+      const due = dueRows(nowMs, exclude, (rowPanel) => rowPanel === panel).get(panel) ?? [];
+      return due.slice(0, limit).map((row) => lease(row, owner, nowMs + leaseMs));
+    },
+
+    claimFair({ owner, limit, nowMs, leaseMs, exclude = [], after, maxPanels, skipPanels, probePanels }) {
+      const pending = [...open().values()].filter((row) => row.state === 'pending').map((row) => row.panel);
+      const { panels, complete } = panelsToVisit(pending, after, maxPanels, new Set(skipPanels));
+      const visiting = new Set(panels);
+      const due = dueRows(nowMs, exclude, (panel) => visiting.has(panel));
+      const probing = new Set(probePanels);
+      const heads = panels.map((panel) => ({ panel, rows: (due.get(panel) ?? []).slice(0, probing.has(panel) ? 1 : limit) }));
+      const { rows, lastPanel } = pickFairly(heads, limit, complete);
+      return { rows: rows.map((row) => lease(row, owner, nowMs + leaseMs)), lastPanel };
     },
 
     settle(claim, owner, outcome, nowMs) {
@@ -99,6 +135,7 @@ export function createMemoryOutboxStore(): OutboxStore {
       if (plan.history) {
         const { body, contentHash, releaseId, attempts } = plan.history;
         insert({
+          panel: claim.panel,
           remoteTrackId: claim.remoteTrackId,
           body,
           contentHash,
@@ -120,31 +157,61 @@ export function createMemoryOutboxStore(): OutboxStore {
       return plan.result;
     },
 
-    counts() {
+    counts(scope) {
       const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
-      for (const row of open().values()) counts[row.state]++;
+      for (const row of open().values()) if (inScope(row, scope)) counts[row.state]++;
       return counts;
     },
 
-    oldestPending() {
+    oldestPending(scope) {
       let oldest: number | undefined;
-      for (const row of open().values()) if (row.state === 'pending' && (oldest === undefined || row.createdAt < oldest)) oldest = row.createdAt;
+      for (const row of open().values())
+        if (row.state === 'pending' && inScope(row, scope) && (oldest === undefined || row.createdAt < oldest)) oldest = row.createdAt;
       return oldest;
     },
 
-    list({ state, limit, id }) {
+    list({ state, limit, id, panel }) {
       const listed: StoredRow[] = [];
       for (const row of open().values()) {
         if (listed.length >= limit) break;
-        if ((state === undefined || row.state === state) && (id === undefined || row.id === id)) listed.push(toStored(row));
+        if ((state === undefined || row.state === state) && (id === undefined || row.id === id) && inScope(row, { panel })) listed.push(toStored(row));
       }
       return listed;
     },
 
-    requeueDead(id, nowMs) {
+    panelCounts(limit) {
+      const byPanel = new Map<string, PanelCounts>();
+      for (const row of open().values()) {
+        if (row.state === 'delivered') continue;
+        const counts = byPanel.get(row.panel) ?? { panel: row.panel, pending: 0, dead: 0, oldestPendingAt: undefined };
+        byPanel.set(row.panel, counts);
+        if (row.state === 'dead') counts.dead++;
+        else {
+          counts.pending++;
+          counts.oldestPendingAt = Math.min(counts.oldestPendingAt ?? row.createdAt, row.createdAt);
+        }
+      }
+      return [...byPanel.values()].sort((a, b) => b.pending - a.pending || b.dead - a.dead || (a.panel < b.panel ? -1 : 1)).slice(0, limit);
+    },
+
+    adoptUnassigned(panel, nowMs) {
+      let adopted = 0;
+      for (const row of open().values()) {
+        if (row.panel !== UNASSIGNED_PANEL) continue;
+        const taken =
+          row.state === 'pending' && row.remoteTrackId !== undefined && rowsOfTrack(panel, row.remoteTrackId).some((other) => other.state === 'pending');
+        const { attempts, nextAttemptAt } = row;
+        if (taken) apply(row, { state: 'dead', attempts, nextAttemptAt, lastError: ADOPTION_SUPERSEDED, releaseId: undefined, deliveredAt: undefined }, nowMs);
+        row.panel = panel;
+        adopted++;
+      }
+      return adopted;
+    },
+
+    requeueDead(id, nowMs, scope) {
       let requeued = 0;
       for (const row of open().values()) {
-        if (row.state !== 'dead' || (id !== undefined && row.id !== id) || !mayRequeue(row, open().values())) continue;
+        if (row.state !== 'dead' || (id !== undefined && row.id !== id) || !inScope(row, scope) || !mayRequeue(row, open().values())) continue;
         apply(row, { state: 'pending', attempts: 0, nextAttemptAt: nowMs, lastError: row.lastError, releaseId: undefined, deliveredAt: undefined }, nowMs);
         requeued++;
       }
@@ -158,12 +225,12 @@ export function createMemoryOutboxStore(): OutboxStore {
       const latest = new Map<string, MemoryRow>();
       for (const row of open().values()) {
         if (row.state !== 'delivered' || row.remoteTrackId === undefined) continue;
-        const seen = latest.get(row.remoteTrackId);
-        if (!seen || (row.deliveredSeq ?? 0) > (seen.deliveredSeq ?? 0)) latest.set(row.remoteTrackId, row);
+        const seen = latest.get(trackKey(row));
+        if (!seen || (row.deliveredSeq ?? 0) > (seen.deliveredSeq ?? 0)) latest.set(trackKey(row), row);
       }
       let deleted = 0;
       for (const row of examined) {
-        const latestOfTrack = row.remoteTrackId === undefined ? undefined : latest.get(row.remoteTrackId);
+        const latestOfTrack = row.remoteTrackId === undefined ? undefined : latest.get(trackKey(row));
         if (mayPrune(row, latestOfTrack, deliveredBefore, deadBefore) && rows.delete(row.id)) deleted++;
       }
       return { deleted, lastId: examined.at(-1)?.id, highestId };

@@ -1,8 +1,14 @@
 // Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
 import type { ReleaseResponse } from '../client/license-response.js';
+
+export type { OutboxPanelCredentials } from './panel-senders.js';
+
+import type { FetchLike } from '../client/http.js';
 import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
+import type { OutboxPanelCredentials, PanelSendersOptions } from './panel-senders.js';
+import { resolvePanelsSource } from './panels-options.js';
 import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
 import type { OutboxStore } from './store.js';
 
@@ -10,13 +16,46 @@ import type { OutboxStore } from './store.js';
 export interface ReleaseSender {
   /** Sends these exact bytes; resolves with `{ ok: true, release_id }` or throws a `MotherError`. */
   pushSerializedRelease(body: string): Promise<ReleaseResponse>;
+  /**
+   * The panel whose releases this client sends (a `MotherClient`'s is a hash of base URL and
+   * key). Rows record it, and a worker only ever sends rows of its own panel.
+   */
+  readonly panelId?: string;
   /** The longest a push can take, retries included; `leaseMs` must exceed it by `LEASE_MARGIN_MS` (a `MotherClient` has it). */
   readonly timeoutMs?: number;
 }
 
+/** One outbox for many panels: each row is sent with the credentials of the panel it was stored for. */
+export interface OutboxPanelsOptions {
+  /**
+   * Credentials of a panel, by your own stable id of it (a tenant id, not a host): `{ apiKey,
+   * apiSecret, baseUrl? }`, or null for a panel you do not know (its rows wait). Asked at most once
+   * per panel per `resolveTtlMs`; while it throws, a panel it knew keeps its credentials. Required.
+   */
+  resolve: (panel: string) => OutboxPanelCredentials | null | undefined | Promise<OutboxPanelCredentials | null | undefined>;
+  /** How long a panel's credentials are remembered. @default 300000 (5 minutes) */
+  resolveTtlMs?: number;
+  /** The longest a resolver call may take before the panel counts as unresolved. @default 5000 */
+  resolveTimeoutMs?: number;
+  /** A panel the resolver does not know (or that failed) has its rows tried again after this long. @default 60000 */
+  unresolvedRetryMs?: number;
+  /** Panels whose credentials (and clients) are kept in memory at once. @default 10000 */
+  max?: number;
+}
+
 export interface ReleaseOutboxOptions {
-  /** The mother client that sends releases (`createMotherClient()`). Required. */
-  client: ReleaseSender;
+  /** The mother client that sends releases (`createMotherClient()`). Required unless `panels` is given. */
+  client?: ReleaseSender;
+  /** Many panels in one outbox: pass this instead of `client`, and `{ panel }` to every enqueue. @default undefined */
+  panels?: OutboxPanelsOptions;
+  /** With `panels`: the mother of the panels whose credentials name no `baseUrl`. @default undefined */
+  baseUrl?: string;
+  /** With `panels`: longest push to a mother, retries included. @default 10000 */
+  timeoutMs?: number;
+  /** With `panels`: allow plain `http:` to a mother that is not on loopback. @default false */
+  allowInsecureHttp?: boolean;
+  /** With `panels`: the fetch the panels' clients use. @default globalThis.fetch */
+  fetch?: FetchLike;
   /**
    * Path of the SQLite file holding the queue (needs the optional peer dependency
    * `better-sqlite3@12`). `':memory:'` keeps the queue in memory: lost when the process ends.
@@ -61,8 +100,13 @@ export interface ReleaseOutboxOptions {
 
 export type StoreSource = { kind: 'memory' } | { kind: 'file'; file: string } | { kind: 'given'; store: OutboxStore };
 
+export type PanelsSource =
+  | { kind: 'one'; client: ReleaseSender; panel: string }
+  | { kind: 'many'; senders: PanelSendersOptions; validatePanel: (panel: unknown) => string };
+
 export interface ResolvedOutboxConfig {
-  client: ReleaseSender;
+  panels: PanelsSource;
+  unresolvedRetryMs: number;
   storeSource: StoreSource;
   concurrency: number;
   baseDelayMs: number;
@@ -79,6 +123,11 @@ export interface ResolvedOutboxConfig {
 
 const KNOWN = [
   'client',
+  'panels',
+  'baseUrl',
+  'timeoutMs',
+  'allowInsecureHttp',
+  'fetch',
   'file',
   'store',
   'concurrency',
@@ -132,12 +181,8 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { client, file: "./data/outbox.db" }.');
   const problems = new OptionProblems();
   rejectUnknownOptions('createReleaseOutbox', options, KNOWN, problems);
-  const { client } = options as { client?: unknown };
-  if (typeof (client as Partial<ReleaseSender> | null | undefined)?.pushSerializedRelease !== 'function') {
-    problems.add(
-      optionError('client', 'must be a mother client (an object with `pushSerializedRelease()`)', 'Pass createMotherClient({ baseUrl, apiKey, apiSecret }).'),
-    );
-  }
+  const panels = resolvePanelsSource(options, problems);
+  const pushTimeoutMs = panels.kind === 'one' ? panels.client.timeoutMs : (panels.senders.clientOptions.timeoutMs ?? 10_000);
   const concurrency = problems.check(() => positiveInteger('concurrency', options.concurrency, 4), 4);
   if (concurrency > MAX_CONCURRENCY)
     problems.add(optionError('concurrency', `must be at most ${MAX_CONCURRENCY}, received ${concurrency}`, 'A handful of parallel pushes is plenty; try 4.'));
@@ -149,7 +194,6 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     problems.add(optionError('autoStart', `must be true or false, received ${shown(options.autoStart)}`, 'Leave it out to start at once.'));
   }
   const leaseMs = problems.check(() => positiveInteger('leaseMs', options.leaseMs, 60_000), 60_000);
-  const pushTimeoutMs = (client as ReleaseSender | undefined)?.timeoutMs;
   // A lease that can run out while its push is still in flight (or before its outcome is
   // recorded) would let a second worker send the same release: the lease must cover both.
   if (typeof pushTimeoutMs === 'number' && leaseMs < pushTimeoutMs + LEASE_MARGIN_MS) {
@@ -162,7 +206,8 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     );
   }
   const config: ResolvedOutboxConfig = {
-    client: client as ReleaseSender,
+    panels,
+    unresolvedRetryMs: problems.check(() => timerMs('panels.unresolvedRetryMs', options.panels?.unresolvedRetryMs, 60_000), 60_000),
     storeSource: problems.check(() => resolveStoreSource(options.file, options.store), { kind: 'memory' }),
     concurrency,
     baseDelayMs,

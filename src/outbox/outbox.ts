@@ -7,12 +7,26 @@ import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
+import { manyPanelsRouting, singlePanelRouting } from './panel-routing.js';
+import { panelScoping } from './panel-scope.js';
+import { PanelSenders } from './panel-senders.js';
 import { createRetentionRunner } from './retention.js';
 import { createSqliteOutboxStore } from './sqlite-store.js';
-import type { EnqueueOptions, EnqueueResult, OutboxState, OutboxStore, StoredRow } from './store.js';
+import {
+  type EnqueueOptions,
+  type EnqueueResult,
+  type OutboxState,
+  type OutboxStore,
+  type PanelCounts,
+  type PanelScope,
+  type StoredRow,
+  UNASSIGNED_PANEL,
+} from './store.js';
 import { createDeliveryWorker } from './worker.js';
 
 export interface OutboxStats {
+  /** The counts are of this panel (a single-panel outbox's own, or the one asked for); undefined: every panel. */
+  panel: string | undefined;
   pending: number;
   delivered: number;
   dead: number;
@@ -25,11 +39,15 @@ export interface OutboxStats {
   pausedUntil: number | undefined;
   /** When the oldest pending release was stored (epoch ms); undefined when none is pending (or a custom store cannot tell). */
   oldestPendingAt: number | undefined;
+  /** Panels this instance is holding back after failures (their mother down, their key refused, unknown to the resolver). */
+  failingPanels: number;
 }
 
 /** One stored release, as `list()` shows it. Times are epoch milliseconds. */
 export interface OutboxEntry {
   id: number;
+  /** The panel it was stored for; `''` for a row stored before rows recorded their panel (see `adoptUnassigned`). */
+  panel: string;
   state: OutboxState;
   remoteTrackId: string | undefined;
   /** The release exactly as it is (or was) sent. */
@@ -47,22 +65,47 @@ export interface OutboxEntry {
   deliveredAt: number | undefined;
 }
 
+/** Per-call options of `enqueue`. */
+export interface OutboxEnqueueOptions extends EnqueueOptions {
+  /** With `panels`: your id of the panel the release belongs to (required then; refused otherwise). */
+  panel?: string;
+}
+
+/** Which panel a read or a retry is about. With `panels`, leaving it out means every panel. */
+export interface PanelQuery {
+  /** Your id of one panel (with `panels`); a single-panel outbox only ever sees its own panel. */
+  panel?: string;
+}
+
 export interface ReleaseOutbox {
   /**
    * Validates, then stores the release durably; resolves once it is committed. Delivery follows in
    * the background. With the PostgreSQL store, `{ transaction: client }` stores it in your open
-   * transaction instead: it is sent once you commit (at the worker's next poll), never if you roll back.
+   * transaction instead: it is sent once you commit (at the worker's next poll), never if you roll
+   * back. With `panels`, `{ panel }` says whose release it is.
    */
-  enqueue(release: Release, options?: EnqueueOptions): Promise<EnqueueResult>;
-  stats(): Promise<OutboxStats>;
+  enqueue(release: Release, options?: OutboxEnqueueOptions): Promise<EnqueueResult>;
+  stats(query?: PanelQuery): Promise<OutboxStats>;
   /** Stored releases in queue order. @default limit 100 (at most 1000) */
-  list(query?: { state?: OutboxState; limit?: number }): Promise<OutboxEntry[]>;
+  list(query?: { state?: OutboxState; limit?: number } & PanelQuery): Promise<OutboxEntry[]>;
   /** One stored release by id, or undefined when there is none. */
   get(id: number): Promise<OutboxEntry | undefined>;
   /** Moves a dead release back to pending. Resolves false when `id` is not a dead release. */
   retry(id: number): Promise<boolean>;
-  /** Moves every dead release back to pending; resolves with how many. */
-  retryAllDead(): Promise<number>;
+  /** Moves every dead release (of one panel, with `panels` and `{ panel }`) back to pending; resolves with how many. */
+  retryAllDead(query?: PanelQuery): Promise<number>;
+  /**
+   * Pending and dead counts of the panels that have any, most pending first (at most `limit`,
+   * default 100): which panels are backed up. Needs a store with `panelCounts()` (all built-in ones).
+   */
+  panelStats(limit?: number): Promise<PanelCounts[]>;
+  /**
+   * Takes in the rows stored before rows recorded their panel (tables written by versions before
+   * 0.2): they become this outbox's panel's (or `panel`'s, with `panels`) and are delivered.
+   * Call it only from the panel that stored them: no worker sends such rows until then.
+   * Resolves with how many rows were adopted.
+   */
+  adoptUnassigned(panel?: string): Promise<number>;
   /**
    * Runs a retention pass now (they also run every `retention.intervalMs`); resolves with the
    * rows deleted. Resolves 0 with `retention: false`.
@@ -104,9 +147,16 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   let closed: Promise<void> | undefined;
 
   const retention = config.retention === false ? undefined : createRetentionRunner(store, config.retention, config.now, events);
+  const { panels } = config;
+  const scoping = panelScoping(panels);
+  const routing =
+    panels.kind === 'one'
+      ? singlePanelRouting(store, panels.client, panels.panel)
+      : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now }));
   const worker = createDeliveryWorker({
     ...config,
     store,
+    routing,
     events,
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     onProgress: () => void checkDrained(),
@@ -125,9 +175,20 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     if (closed) throw new Error(`panel-license-guard: outbox.${method}() was called after close().`);
   }
 
-  async function stats(): Promise<OutboxStats> {
-    const [counts, oldestPendingAt] = await Promise.all([store.counts(), store.oldestPending?.()]);
-    return { ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt };
+  async function stats(scope: PanelScope = scoping.scope('stats', undefined)): Promise<OutboxStats> {
+    const [counts, oldestPendingAt] = await Promise.all([store.counts(scope), store.oldestPending?.(scope)]);
+    const failingPanels = worker.failingPanels();
+    return { panel: scope.panel, ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt, failingPanels };
+  }
+
+  /** Rows stored before rows recorded their panel wait for adoption: say so once, at start. */
+  async function warnOfUnassigned(): Promise<void> {
+    const { pending } = await store.counts({ panel: UNASSIGNED_PANEL });
+    if (pending > 0)
+      config.logger.warn(
+        `panel-license-guard: release outbox: ${pending} pending release${pending === 1 ? ' was' : 's were'} stored before releases recorded their panel, and will not be sent until adopted: call outbox.adoptUnassigned() in the outbox of the panel that stored ${pending === 1 ? 'it' : 'them'} (see docs/outbox.md, "Upgrading").`,
+        { event: 'outbox_unassigned' },
+      );
   }
 
   function settleDrainWaiters(outcome: { stats: OutboxStats } | { error: unknown }): void {
@@ -163,44 +224,65 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   const outbox: ReleaseOutbox = {
     async enqueue(release, options) {
       assertOpen('enqueue');
+      const { panel, storeOptions } = scoping.enqueueTarget('enqueue', options);
       // Validation throws InvalidReleaseError naming the field: a bad release is never stored.
       const valid = validateRelease(release);
       const body = serializeRelease(valid);
       const contentHash = createHash('sha256').update(body, 'utf8').digest('hex');
-      const row = { remoteTrackId: valid.remote_track_id, body, contentHash };
-      const result = await (options === undefined ? store.enqueue(row, config.now()) : store.enqueue(row, config.now(), options));
+      const row = { panel, remoteTrackId: valid.remote_track_id, body, contentHash };
+      const result = await (storeOptions === undefined ? store.enqueue(row, config.now()) : store.enqueue(row, config.now(), storeOptions));
       if (result.state === 'pending') worker.kick();
       return result;
     },
-    async stats() {
+    async stats(query = {}) {
       assertOpen('stats');
-      return stats();
+      return stats(scoping.scope('stats', query.panel));
     },
     async list(query = {}) {
       assertOpen('list');
       const limit = query.limit ?? DEFAULT_LIST_LIMIT;
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
         throw new RangeError(`panel-license-guard: list() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
-      return toEntries(await store.list({ state: query.state, limit }));
+      const { panel } = scoping.scope('list', query.panel);
+      return toEntries(await store.list({ state: query.state, limit, panel }));
     },
     async get(id) {
       assertOpen('get');
       if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: get() needs a release id (an integer), received ${shown(id)}.`);
-      // Checked, not trusted: a custom store written before `id` existed would ignore it.
-      return toEntries(await store.list({ state: undefined, limit: 1, id })).find((entry) => entry.id === id);
+      // Checked, not trusted: a custom store written before `id` (or `panel`) existed would ignore it.
+      const { panel } = scoping.scope('get', undefined);
+      return toEntries(await store.list({ state: undefined, limit: 1, id, panel })).find(
+        (entry) => entry.id === id && (panel === undefined || entry.panel === panel),
+      );
     },
     async retry(id) {
       assertOpen('retry');
       if (!Number.isInteger(id)) throw new TypeError(`panel-license-guard: retry() needs a release id (an integer), received ${shown(id)}.`);
-      const requeued = await store.requeueDead(id, config.now());
+      const requeued = await store.requeueDead(id, config.now(), scoping.scope('retry', undefined));
       if (requeued > 0) worker.kick();
       return requeued > 0;
     },
-    async retryAllDead() {
+    async retryAllDead(query = {}) {
       assertOpen('retryAllDead');
-      const requeued = await store.requeueDead(undefined, config.now());
+      const requeued = await store.requeueDead(undefined, config.now(), scoping.scope('retryAllDead', query.panel));
       if (requeued > 0) worker.kick();
       return requeued;
+    },
+    async panelStats(limit = DEFAULT_LIST_LIMIT) {
+      assertOpen('panelStats');
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
+        throw new RangeError(`panel-license-guard: panelStats() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
+      if (!store.panelCounts) throw new TypeError('panel-license-guard: panelStats() needs a store with panelCounts() (every built-in store has it).');
+      return store.panelCounts(limit);
+    },
+    async adoptUnassigned(panel) {
+      assertOpen('adoptUnassigned');
+      const target = scoping.adoptionTarget(panel);
+      if (!store.adoptUnassigned)
+        throw new TypeError('panel-license-guard: adoptUnassigned() needs a store with adoptUnassigned() (every built-in store has it).');
+      const adopted = await store.adoptUnassigned(target, config.now());
+      if (adopted > 0) worker.kick();
+      return adopted;
     },
     async prune() {
       assertOpen('prune');
@@ -208,8 +290,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
     start() {
       assertOpen('start');
-      worker.start();
-      retention?.start();
+      startWorking();
     },
     drain({ signal } = {}) {
       if (closed) return Promise.reject(new Error('panel-license-guard: outbox.drain() was called after close().'));
@@ -246,9 +327,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   };
   // For the package's own instruments (metrics): events seen without being a listener.
   Object.defineProperty(outbox, OUTBOX_TELEMETRY, { value: { observe: events.observe }, enumerable: false });
-  if (config.autoStart) {
+  function startWorking(): void {
+    if (worker.isRunning()) return;
     worker.start();
     retention?.start();
+    warnOfUnassigned().catch(() => {}); // a failing store is reported by the worker
   }
+  if (config.autoStart) startWorking();
   return outbox;
 }

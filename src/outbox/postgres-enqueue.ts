@@ -30,10 +30,10 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now));
-    const fresh = num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now])).rows[0]?.id);
+    const fresh = num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel])).rows[0]?.id);
     if (fresh !== undefined) return enqueueResult({ action: 'insert' }, fresh);
     for (let round = 0; round < MAX_REREADS; round++) {
-      const found = (await client.query(hot.trackRows, [track])).rows[0];
+      const found = (await client.query(hot.trackRows, [track, row.panel])).rows[0];
       const plan = planEnqueue(
         row,
         found?.pending_id == null ? undefined : { id: Number(found.pending_id), contentHash: found.pending_hash as string },
@@ -53,7 +53,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   }
 
   async function insertPending(client: PgQueryable, row: NewOutboxRow, now: number): Promise<number | undefined> {
-    return num((await client.query(hot.insertPending, [orNull(row.remoteTrackId), row.body, row.contentHash, now])).rows[0]?.id);
+    return num((await client.query(hot.insertPending, [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel])).rows[0]?.id);
   }
 
   /** Whether the table exists, asked through the caller's client (no second connection). */
@@ -105,9 +105,9 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   // stores (between hosts, the one-pending-row index arbitrates). Different tracks go side by side.
   const trackTurns = new Map<string, Promise<unknown>>();
   function enqueueAlone(row: NewOutboxRow, now: number): Promise<EnqueueResult> {
-    const track = row.remoteTrackId;
     // Without a track there are no rules to apply: one INSERT.
-    if (track === undefined) return ready().then(() => enqueueWith(pool, row, now));
+    if (row.remoteTrackId === undefined) return ready().then(() => enqueueWith(pool, row, now));
+    const track = `${row.panel}\n${row.remoteTrackId}`;
     // Each statement commits on its own: the row is durable once the write that made it returns.
     const turn = (trackTurns.get(track) ?? Promise.resolve()).then(() => ready().then(() => enqueueWith(pool, row, now)));
     const settled = turn.catch(() => {});

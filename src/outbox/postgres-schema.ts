@@ -50,7 +50,7 @@ function isConnectionError(error: Error): boolean {
   return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
@@ -129,7 +129,27 @@ function migrationV3({ table, bare, deliveries }: TableNames): string[] {
   ];
 }
 
-const MIGRATIONS = [migrationV1, migrationV2, migrationV3];
+/**
+ * v4: every row records its panel (whose credentials it goes out with); rows of older versions
+ * get '' and wait for `adoptUnassigned`. Tracks, the one-pending-row rule and claims become per
+ * panel. The claim index is partial (pending rows only) and leads with the panel, so a claim
+ * seeks from one panel to the next however long a panel's queue is.
+ */
+function migrationV4({ table, bare, schema }: TableNames): string[] {
+  // DROP INDEX takes the index's schema-qualified name (an index lives in its table's schema).
+  const index = (suffix: string) => `"${schema}"."${bare}_${suffix}"`;
+  return [
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS panel TEXT NOT NULL DEFAULT ''`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_panel_pending" ON ${table} (panel, remote_track_id) WHERE state = 'pending'`,
+    `DROP INDEX IF EXISTS ${index('pending')}`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_panel_due" ON ${table} (panel, next_attempt_at, id) WHERE state = 'pending'`,
+    `DROP INDEX IF EXISTS ${index('due')}`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_panel_track" ON ${table} (panel, remote_track_id, state, id)`,
+    `DROP INDEX IF EXISTS ${index('track')}`,
+  ];
+}
+
+const MIGRATIONS = [migrationV1, migrationV2, migrationV3, migrationV4];
 
 /** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
 export function privilegeError(names: TableNames, error: unknown): Error {

@@ -54,11 +54,11 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
   /** Under the track's lock and the row's: for history rows, and rows that keep changing. */
   function settleLocked(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>): Promise<SettleResult> {
     return inTransaction(async (client) => {
-      if (claim.remoteTrackId !== undefined) await client.query(sql.lockTrack, [names.table, claim.remoteTrackId]);
+      if (claim.remoteTrackId !== undefined) await client.query(sql.lockTrack, [names.table, claim.panel, claim.remoteTrackId]);
       const plan = planSettle(snapshotOf((await client.query(sql.snapshot, [claim.id])).rows[0]), claim, owner, outcome, nowMs);
       if (plan.history) {
         const { body, contentHash, attempts, releaseId } = plan.history;
-        await client.query(sql.insertDelivered, [orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id]);
+        await client.query(sql.insertDelivered, [orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, claim.panel]);
       }
       if (plan.update) await client.query(sql.update, updateValues(claim, plan.update, nowMs));
       return plan.result;

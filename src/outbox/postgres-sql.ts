@@ -1,7 +1,7 @@
 // The SQL of the PostgreSQL outbox store, and how its rows read back. `t` is the quoted table name.
 import { createHash } from 'node:crypto';
 import type { PgPool, PgQueryable, PgQueryConfig, TableNames } from './postgres-schema.js';
-import type { OutboxState, StoredRow } from './store.js';
+import type { ClaimedRow, OutboxState, StoredRow } from './store.js';
 
 export type Row = Record<string, unknown>;
 /** The database's clock in epoch milliseconds (the one clock every host shares). */
@@ -12,6 +12,8 @@ export const orNull = <T>(value: T | undefined) => (value === undefined ? null :
 export function storedRow(row: Row): StoredRow {
   return {
     id: Number(row.id),
+    // Listing reads older tables as they are: before v4 no row has a panel.
+    panel: (row.panel as string | undefined) ?? '',
     state: row.state as OutboxState,
     remoteTrackId: (row.remote_track_id as string | null) ?? undefined,
     body: row.body as string,
@@ -28,6 +30,23 @@ export function storedRow(row: Row): StoredRow {
   };
 }
 
+/** A track's newer pending row waits for its older one (the candidate is aliased `candidate`). */
+const trackInOrder = (t: string) => `(candidate.remote_track_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
+              AND older.state = 'pending' AND older.id < candidate.id))`;
+const CLAIMED = 'claimed.id, claimed.panel, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at';
+
+export function claimedRow(r: Row): ClaimedRow {
+  return {
+    id: Number(r.id),
+    panel: r.panel as string,
+    remoteTrackId: (r.remote_track_id as string | null) ?? undefined,
+    body: r.body as string,
+    contentHash: r.content_hash as string,
+    attempts: Number(r.attempts),
+  };
+}
+
 export function statements({ table: t, deliveries }: TableNames, leaseNow: string) {
   const nextDelivery = `nextval('${deliveries}')`;
   // The outcome of an attempt: $2 state, $3 attempts, $4 next attempt (null: keep), $5 error,
@@ -36,14 +55,17 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
   const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE($4, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
       delivered_seq = CASE WHEN $2 = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
       lease_owner = NULL, lease_expires_at = NULL, updated_at = $8`;
+  const TRACK_IN_ORDER = trackInOrder(t);
   return {
     // Settles that add a history row, and requeues, of one track take turns (until their
     // transaction ends). Enqueues need no lock: the one-pending-row index arbitrates them.
-    lockTrack: 'SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))',
-    // The newest pending row and the latest delivery of a track, in one round trip.
+    // $1 table, $2 panel, $3 track.
+    lockTrack: "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2 || E'\\n' || $3))",
+    // The newest pending row and the latest delivery of a panel's track, in one round trip.
     trackRows: `SELECT * FROM
-      (SELECT id AS pending_id, content_hash AS pending_hash FROM ${t} WHERE remote_track_id = $1 AND state = 'pending' ORDER BY id DESC LIMIT 1) AS pending
-      FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id FROM ${t} WHERE remote_track_id = $1 AND state = 'delivered'
+      (SELECT id AS pending_id, content_hash AS pending_hash FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'pending'
+        ORDER BY id DESC LIMIT 1) AS pending
+      FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'delivered'
         ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true`,
     // Only while pending: a settle may have just delivered the row (the caller then reads again).
     replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending'`,
@@ -52,48 +74,94 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // and the rules run on what is read. Any pending row in the snapshot declines it: its WHERE is
     // judged once, on the snapshot, so an insert that waited for that row's delivery (or for a
     // transaction changing it) would queue content the mother may already hold.
-    insertIfNew: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      SELECT $1, $2, $3, 'pending', 0, $4, $4, $4
-      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE remote_track_id = $1 AND state = 'pending')
-        AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE remote_track_id = $1 AND state = 'delivered'
+    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+      SELECT $5, $1, $2, $3, 'pending', 0, $4, $4, $4
+      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'pending')
+        AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
-      ON CONFLICT (remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
+      ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
     // No row when the track got a pending row meanwhile (another host, another transaction):
     // the caller reads again and replaces that row's payload instead.
-    insertPending: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4)
-      ON CONFLICT (remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
-    // Due rows, oldest due first, skipping rows another host is claiming right now; a track's
-    // newer pending row waits for its older one (updates reach the mother in order). Leases are
-    // reckoned on the database's clock, so hosts whose clocks disagree never cut one short.
+    insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+      VALUES ($5, $1, $2, $3, 'pending', 0, $4, $4, $4)
+      ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
+    // One panel's due rows ($6), oldest due first, skipping rows another host is claiming right
+    // now; a track's newer pending row waits for its older one (updates reach the mother in
+    // order). Leases are reckoned on the database's clock, so hosts whose clocks disagree never
+    // cut one short.
     claim: `WITH due AS (
         SELECT id FROM ${t} AS candidate
-        WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
-          AND NOT (id = ANY($5::bigint[]))
-          AND (remote_track_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM ${t} AS older WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
+        WHERE state = 'pending' AND panel = $6 AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+          AND NOT (id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
         ORDER BY next_attempt_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED)
       UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM due WHERE claimed.id = due.id
-      RETURNING claimed.id, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at`,
+      RETURNING ${CLAIMED}`,
+    // Across panels, fairly (fair-claim.ts): visit the panels with pending rows from after $6,
+    // then from the first up to $6 (one index seek each; held panels $8 passed over uncounted),
+    // at most $7 of them; take each visited panel's due rows (one for a probing panel, $9),
+    // round-robin, $2 in all. The visit comes back as a row with a null id.
+    claimFair: `WITH RECURSIVE after_cursor(panel, n, depth) AS (
+        SELECT first.panel, CASE WHEN first.panel = ANY($8::text[]) THEN 0 ELSE 1 END, 1
+          FROM (SELECT panel FROM ${t} WHERE state = 'pending' AND panel > $6 ORDER BY panel LIMIT 1) AS first
+        UNION ALL
+        SELECT next.panel, prev.n + CASE WHEN next.panel = ANY($8::text[]) THEN 0 ELSE 1 END, prev.depth + 1
+          FROM after_cursor AS prev, LATERAL (SELECT panel FROM ${t} WHERE state = 'pending' AND panel > prev.panel ORDER BY panel LIMIT 1) AS next
+          WHERE prev.n <= $7 AND prev.depth <= $7 + cardinality($8::text[])),
+      from_start(panel, n, depth) AS (
+        SELECT first.panel, CASE WHEN first.panel = ANY($8::text[]) THEN 0 ELSE 1 END, 1
+          FROM (SELECT panel FROM ${t} WHERE state = 'pending' AND panel > '' AND panel <= $6 ORDER BY panel LIMIT 1) AS first
+        UNION ALL
+        SELECT next.panel, prev.n + CASE WHEN next.panel = ANY($8::text[]) THEN 0 ELSE 1 END, prev.depth + 1
+          FROM from_start AS prev, LATERAL (SELECT panel FROM ${t} WHERE state = 'pending' AND panel > prev.panel AND panel <= $6 ORDER BY panel LIMIT 1) AS next
+          WHERE prev.n <= $7 AND prev.depth <= $7 + cardinality($8::text[])),
+      visit AS (
+        SELECT panel, n AS visit_order FROM after_cursor WHERE NOT (panel = ANY($8::text[]))
+        UNION ALL
+        SELECT panel, n + (SELECT COALESCE(MAX(n), 0) FROM after_cursor) FROM from_start WHERE NOT (panel = ANY($8::text[]))),
+      visited AS (SELECT panel, visit_order FROM visit WHERE visit_order <= $7),
+      candidates AS (
+        SELECT heads.id, visited.panel, visited.visit_order,
+            row_number() OVER (PARTITION BY visited.panel ORDER BY heads.next_attempt_at, heads.id) AS turn
+          FROM visited CROSS JOIN LATERAL (
+            SELECT id, next_attempt_at FROM ${t} AS candidate
+            WHERE candidate.state = 'pending' AND candidate.panel = visited.panel AND candidate.next_attempt_at <= $1
+              AND (candidate.lease_expires_at IS NULL OR candidate.lease_expires_at <= ${leaseNow})
+              AND NOT (candidate.id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
+            ORDER BY candidate.next_attempt_at, candidate.id
+            LIMIT CASE WHEN visited.panel = ANY($9::text[]) THEN 1 ELSE $2 END) AS heads),
+      chosen AS (SELECT id, turn, visit_order FROM candidates ORDER BY turn, visit_order LIMIT $2),
+      due AS (
+        SELECT id FROM ${t} WHERE id IN (SELECT id FROM chosen) AND state = 'pending'
+          AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+        FOR UPDATE SKIP LOCKED),
+      claimed AS (
+        UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM due WHERE claimed.id = due.id
+        RETURNING ${CLAIMED})
+      SELECT claimed.*, chosen.turn, chosen.visit_order, NULL AS visited_panels FROM claimed JOIN chosen USING (id)
+      UNION ALL
+      SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT array_agg(panel ORDER BY visit_order) FROM visit)`,
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
     peek: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1`,
-    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5)`,
+    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, panel)
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5, $8)`,
     update: `UPDATE ${t} SET ${SETTLED} WHERE id = $1`,
     // Compare-and-set: applied only if the row is still as it was read ...
     updateIfUnchanged: `UPDATE ${t} SET ${SETTLED}
       WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner IS NOT DISTINCT FROM $10 AND next_attempt_at = $11`,
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
     updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
-    counts: `SELECT state, COUNT(*) AS n FROM ${t} GROUP BY state`,
-    oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending'`,
-    list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) ORDER BY id LIMIT $3`,
-    deadRows: `SELECT id, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) ORDER BY id`,
+    deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
+    // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel already
+    // queues gives way to that newer row, then every such row becomes the panel's.
+    adoptSuperseded: `UPDATE ${t} AS old SET state = 'dead', last_error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
+      WHERE old.panel = '' AND old.state = 'pending' AND old.remote_track_id IS NOT NULL AND EXISTS (
+        SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = $1 AND theirs.remote_track_id = old.remote_track_id AND theirs.state = 'pending')`,
+    adopt: `UPDATE ${t} SET panel = $1 WHERE panel = ''`,
     // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.
     requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
       WHERE id = $1 AND state = 'dead' AND (remote_track_id IS NULL OR NOT EXISTS (
-        SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
+        SELECT 1 FROM ${t} AS newer WHERE newer.panel = dead.panel AND newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
           AND newer.history_of IS DISTINCT FROM dead.id))`,
     // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds locks for long.
     prune: `WITH examined AS (SELECT id FROM ${t} WHERE id > $1 ORDER BY id LIMIT $2),
@@ -101,7 +169,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
         DELETE FROM ${t} AS old WHERE old.id IN (SELECT id FROM examined) AND (
           (old.state = 'dead' AND old.updated_at < $4)
           OR (old.state = 'delivered' AND old.updated_at < $3 AND (old.remote_track_id IS NULL OR EXISTS (
-            SELECT 1 FROM ${t} AS newer WHERE newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
+            SELECT 1 FROM ${t} AS newer WHERE newer.panel = old.panel AND newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
               AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(old.delivered_seq, 0), old.id)))))
         RETURNING 1)
       SELECT (SELECT MAX(id) FROM examined) AS last_id, (SELECT COUNT(*) FROM deleted) AS deleted, (SELECT MAX(id) FROM ${t}) AS highest_id`,
@@ -109,7 +177,25 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
 }
 
 export type Statements = ReturnType<typeof statements>;
-const HOT = ['trackRows', 'replacePayload', 'insertPending', 'insertIfNew', 'updateAsClaimed', 'peek', 'updateIfUnchanged', 'claim'] as const;
+
+/**
+ * Counting and listing, which read a table at any version without migrating it: `panel` is the
+ * column, or `''` for a table older than v4 (where no row has a panel yet).
+ */
+export function readStatements(t: string, panel: 'panel' | "''") {
+  return {
+    counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE ($1::text IS NULL OR ${panel} = $1) GROUP BY state`,
+    oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND ($1::text IS NULL OR ${panel} = $1)`,
+    list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) AND ($4::text IS NULL OR ${panel} = $4)
+      ORDER BY id LIMIT $3`,
+    panelCounts: `SELECT ${panel} AS panel, COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'dead') AS dead,
+        MIN(created_at) FILTER (WHERE state = 'pending') AS oldest_pending_at
+      FROM ${t} WHERE state IN ('pending', 'dead') GROUP BY 1 ORDER BY pending DESC, dead DESC, 1 LIMIT $1`,
+  };
+}
+
+export type ReadStatements = ReturnType<typeof readStatements>;
+const HOT = ['trackRows', 'replacePayload', 'insertPending', 'insertIfNew', 'updateAsClaimed', 'peek', 'updateIfUnchanged', 'claim', 'claimFair'] as const;
 export type HotStatements = Record<(typeof HOT)[number], Required<Omit<PgQueryConfig, 'values'>>>;
 
 /**

@@ -4,8 +4,20 @@ import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../opt
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { createPostgresSettle } from './postgres-settle.js';
-import { DB_NOW_MS, num, orNull, type PgStoreContext, preparedStatements, statements, storedRow } from './postgres-sql.js';
-import type { ClaimedRow, EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
+import {
+  claimedRow,
+  DB_NOW_MS,
+  num,
+  orNull,
+  type PgStoreContext,
+  preparedStatements,
+  type ReadStatements,
+  readStatements,
+  statements,
+  storedRow,
+} from './postgres-sql.js';
+import { ADOPTION_SUPERSEDED } from './rules.js';
+import type { EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
 
 export interface PostgresOutboxStoreOptions {
   /** A `pg.Pool` (node-postgres 8). The store borrows connections; it never ends the pool. */
@@ -71,16 +83,26 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   // $1 of the claim is the outbox's time.
   const sql = statements(names, leaseClock === 'database' ? DB_NOW_MS : '$1');
   const hot = preparedStatements(sql, `${names.table} ${leaseClock}`);
+  const readSql = { current: readStatements(names.table, 'panel'), older: readStatements(names.table, "''") };
+  let migratedHere = false;
   /**
    * Listing and counting read an existing table as it is, at any older version, without
    * migrating it (which needs the owner, and must not happen on a mere look); a missing table is
    * created as for any other call.
    */
-  let present: Promise<void> | undefined;
-  const readable = () => {
+  let present: Promise<ReadStatements> | undefined;
+  const reading = (): Promise<ReadStatements> => {
+    if (migratedHere) return Promise.resolve(readSql.current);
     present ??= pool
-      .query('SELECT to_regclass($1) IS NOT NULL AS present', [names.table])
-      .then((found) => (found.rows[0]?.present ? undefined : ready()))
+      .query(
+        `SELECT to_regclass($1) IS NOT NULL AS present,
+          EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'panel' AND NOT attisdropped) AS has_panel`,
+        [names.table],
+      )
+      .then((found) => {
+        if (!found.rows[0]?.present) return ready().then(() => readSql.current);
+        return found.rows[0]?.has_panel ? readSql.current : readSql.older;
+      })
       .catch((error: unknown) => {
         present = undefined;
         throw error;
@@ -89,10 +111,15 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   };
   let migrated: Promise<void> | undefined;
   const ready = () => {
-    migrated ??= migrate(pool, names).catch((error: unknown) => {
-      migrated = undefined; // try again on the next call (the database may be back, or granted)
-      throw error;
-    });
+    migrated ??= migrate(pool, names).then(
+      () => {
+        migratedHere = true;
+      },
+      (error: unknown) => {
+        migrated = undefined; // try again on the next call (the database may be back, or granted)
+        throw error;
+      },
+    );
     return migrated;
   };
 
@@ -132,43 +159,58 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     async claimDue(request) {
       await ready();
-      const { rows } = await pool.query(hot.claim, [request.nowMs, request.limit, request.owner, request.leaseMs, request.exclude ?? []]);
-      return rows
-        .map((r) => ({ row: r, due: Number(r.next_attempt_at) }))
-        .sort((a, b) => a.due - b.due || Number(a.row.id) - Number(b.row.id))
-        .map(
-          ({ row: r }): ClaimedRow => ({
-            id: Number(r.id),
-            remoteTrackId: (r.remote_track_id as string | null) ?? undefined,
-            body: r.body as string,
-            contentHash: r.content_hash as string,
-            attempts: Number(r.attempts),
-          }),
-        );
+      const { rows } = await pool.query(hot.claim, [request.nowMs, request.limit, request.owner, request.leaseMs, request.exclude ?? [], request.panel]);
+      return rows.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at) || Number(a.id) - Number(b.id)).map(claimedRow);
+    },
+    async claimFair(request) {
+      await ready();
+      const { nowMs, limit, owner, leaseMs, exclude = [], after, maxPanels, skipPanels, probePanels } = request;
+      const { rows } = await pool.query(hot.claimFair, [nowMs, limit, owner, leaseMs, exclude, after, maxPanels, skipPanels, probePanels]);
+      const visited = (rows.find((r) => r.id === null)?.visited_panels as string[] | null) ?? [];
+      const claimed = rows.filter((r) => r.id !== null).sort((a, b) => Number(a.turn) - Number(b.turn) || Number(a.visit_order) - Number(b.visit_order));
+      // The next claim goes on after the panel of the last row taken, round-robin (fair-claim.ts).
+      const complete = visited.length <= maxPanels;
+      const lastPanel = (claimed.at(-1)?.panel as string | undefined) ?? (complete ? undefined : visited[maxPanels - 1]);
+      return { rows: claimed.map(claimedRow), lastPanel };
     },
     settle,
-    async counts() {
-      await readable();
+    async counts(scope) {
+      const read = await reading();
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
-      for (const r of (await pool.query(sql.counts)).rows) counts[r.state as OutboxState] = Number(r.n);
+      for (const r of (await pool.query(read.counts, [orNull(scope?.panel)])).rows) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },
-    async oldestPending() {
-      await readable();
-      const at = (await pool.query(sql.oldestPending)).rows[0]?.at;
+    async oldestPending(scope) {
+      const read = await reading();
+      const at = (await pool.query(read.oldestPending, [orNull(scope?.panel)])).rows[0]?.at;
       return at === null || at === undefined ? undefined : Number(at);
     },
-    async list({ state, limit, id }) {
-      await readable();
-      return (await pool.query(sql.list, [orNull(state), orNull(id), limit])).rows.map(storedRow);
+    async list({ state, limit, id, panel }) {
+      const read = await reading();
+      return (await pool.query(read.list, [orNull(state), orNull(id), limit, orNull(panel)])).rows.map(storedRow);
     },
-    async requeueDead(id, nowMs) {
+    async panelCounts(limit) {
+      const read = await reading();
+      return (await pool.query(read.panelCounts, [limit])).rows.map((r) => ({
+        panel: r.panel as string,
+        pending: Number(r.pending),
+        dead: Number(r.dead),
+        oldestPendingAt: num(r.oldest_pending_at),
+      }));
+    },
+    async adoptUnassigned(panel, nowMs) {
+      return inTransaction(async (client) => {
+        await client.query(sql.adoptSuperseded, [panel, nowMs, ADOPTION_SUPERSEDED]);
+        return (await client.query(sql.adopt, [panel])).rowCount ?? 0;
+      });
+    },
+    async requeueDead(id, nowMs, scope) {
       await ready();
       let requeued = 0;
-      for (const dead of (await pool.query(sql.deadRows, [orNull(id)])).rows) {
+      for (const dead of (await pool.query(sql.deadRows, [orNull(id), orNull(scope?.panel)])).rows) {
         const track = dead.remote_track_id as string | null;
         requeued += await inTransaction(async (client) => {
-          if (track !== null) await client.query(sql.lockTrack, [names.table, track]);
+          if (track !== null) await client.query(sql.lockTrack, [names.table, dead.panel, track]);
           return (await client.query(sql.requeue, [dead.id, nowMs])).rowCount ?? 0;
         }).catch((error: unknown) => {
           // An enqueue of the track committed a pending row meanwhile: that newer content wins.

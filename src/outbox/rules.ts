@@ -155,6 +155,8 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
  */
 export interface TrackRow {
   id: number;
+  /** Tracks are per panel: two panels' `remote_track_id`s never meet. */
+  panel: string;
   remoteTrackId: string | undefined;
   /** For a delivered payload kept as history (replaced in flight), the row that carries the newer payload. */
   historyOf: number | undefined;
@@ -162,7 +164,8 @@ export interface TrackRow {
 
 export function mayRequeue(dead: TrackRow, rows: Iterable<TrackRow>): boolean {
   if (dead.remoteTrackId === undefined) return true;
-  for (const other of rows) if (other.remoteTrackId === dead.remoteTrackId && other.id > dead.id && other.historyOf !== dead.id) return false;
+  for (const other of rows)
+    if (other.panel === dead.panel && other.remoteTrackId === dead.remoteTrackId && other.id > dead.id && other.historyOf !== dead.id) return false;
   return true;
 }
 
@@ -185,3 +188,7 @@ export function mayPrune(row: RetainedRow, latestDeliveredOfTrack: RetainedRow |
   if (row.state !== 'delivered' || row.updatedAt >= deliveredBefore) return false;
   return row.remoteTrackId === undefined || (latestDeliveredOfTrack !== undefined && latestDeliveredOfTrack.id !== row.id);
 }
+
+/** Why an unassigned pending row was not adopted: its panel already queues newer content of the track. */
+export const ADOPTION_SUPERSEDED =
+  'Superseded when rows without a panel were adopted: the panel already had a newer pending release of this track (only the newest is sent).';

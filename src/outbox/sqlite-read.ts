@@ -5,6 +5,8 @@ import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } fro
 
 interface RowRecord {
   id: number;
+  /** Missing in a file older than schema v3 (opened read-only). */
+  panel?: string;
   state: OutboxState;
   remote_track_id: string | null;
   body: string;
@@ -26,6 +28,7 @@ export const orNull = <T>(value: T | undefined): T | null => (value === undefine
 function toStoredRow(record: RowRecord): StoredRow {
   return {
     id: record.id,
+    panel: record.panel ?? '',
     state: record.state,
     remoteTrackId: orUndefined(record.remote_track_id),
     body: record.body,
@@ -42,27 +45,42 @@ function toStoredRow(record: RowRecord): StoredRow {
   };
 }
 
-/** counts() and list(), shared by the writable and the read-only store. */
-export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 'list' | 'oldestPending'> {
-  const countsQuery = db.prepare('SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state');
-  const oldestQuery = db.prepare("SELECT MIN(created_at) AS at FROM release_outbox WHERE state = 'pending'");
-  const listAll = db.prepare('SELECT * FROM release_outbox ORDER BY id LIMIT ?');
-  const listState = db.prepare('SELECT * FROM release_outbox WHERE state = ? ORDER BY id LIMIT ?');
+/** counts(), list() and the panel counts, shared by the writable and the read-only store. */
+export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 'list' | 'oldestPending' | 'panelCounts'> {
+  // A file older than v3 (read-only) has no panel column: every row reads as unassigned ('').
+  const hasPanel = (db.prepare("SELECT 1 AS found FROM pragma_table_info('release_outbox') WHERE name = 'panel'").get() as unknown) !== undefined;
+  const panel = hasPanel ? 'panel' : "''";
+  const inScope = `(@panel IS NULL OR ${panel} = @panel)`;
+  const countsQuery = db.prepare(`SELECT state, COUNT(*) AS count FROM release_outbox WHERE ${inScope} GROUP BY state`);
+  const oldestQuery = db.prepare(`SELECT MIN(created_at) AS at FROM release_outbox WHERE state = 'pending' AND ${inScope}`);
+  const listQuery = db.prepare(`SELECT * FROM release_outbox WHERE (@state IS NULL OR state = @state) AND ${inScope} ORDER BY id LIMIT @limit`);
   const byId = db.prepare('SELECT * FROM release_outbox WHERE id = ?');
+  const panelCountsQuery = db.prepare(`SELECT ${panel} AS panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead,
+    MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldestPendingAt
+    FROM release_outbox WHERE state IN ('pending', 'dead') GROUP BY 1 ORDER BY pending DESC, dead DESC, 1 LIMIT ?`);
+  const scope = (given: { panel?: string | undefined } | undefined) => ({ panel: given?.panel ?? null });
   return {
-    counts() {
+    counts(given) {
       const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
-      for (const { state, count } of countsQuery.all() as { state: OutboxState; count: number }[]) counts[state] = count;
+      for (const { state, count } of countsQuery.all(scope(given)) as { state: OutboxState; count: number }[]) counts[state] = count;
       return counts;
     },
-    oldestPending() {
-      const { at } = oldestQuery.get() as { at: number | null };
+    oldestPending(given) {
+      const { at } = oldestQuery.get(scope(given)) as { at: number | null };
       return at ?? undefined;
     },
-    list({ state, limit, id }) {
-      if (id !== undefined) return (byId.all(id) as RowRecord[]).filter((record) => state === undefined || record.state === state).map(toStoredRow);
-      const records = (state === undefined ? listAll.all(limit) : listState.all(state, limit)) as RowRecord[];
-      return records.map(toStoredRow);
+    list({ state, limit, id, panel: only }) {
+      if (id !== undefined)
+        return (byId.all(id) as RowRecord[])
+          .map(toStoredRow)
+          .filter((row) => (state === undefined || row.state === state) && (only === undefined || row.panel === only));
+      return (listQuery.all({ state: state ?? null, limit, ...scope({ panel: only }) }) as RowRecord[]).map(toStoredRow);
+    },
+    panelCounts(limit) {
+      return (panelCountsQuery.all(limit) as { panel: string; pending: number; dead: number; oldestPendingAt: number | null }[]).map((counts) => ({
+        ...counts,
+        oldestPendingAt: orUndefined(counts.oldestPendingAt),
+      }));
     },
   };
 }
@@ -76,6 +94,8 @@ export function readOnlyStore(db: SqliteDatabase, file: string): OutboxStore {
     ...createReaders(db),
     enqueue: refuse('enqueue'),
     claimDue: refuse('claimDue'),
+    claimFair: refuse('claimFair'),
+    adoptUnassigned: refuse('adoptUnassigned'),
     settle: refuse('settle'),
     requeueDead: refuse('requeueDead'),
     close() {

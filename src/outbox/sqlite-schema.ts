@@ -4,14 +4,16 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
 
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
 // `history_of` (v2) marks a delivered payload kept after its row took a newer one: the row's id.
+// `panel` (v3) is whose credentials the row goes out with; '' for a row stored before v3.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS release_outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  panel            TEXT    NOT NULL DEFAULT '',
   remote_track_id  TEXT,
   body             TEXT    NOT NULL,
   content_hash     TEXT    NOT NULL,
@@ -28,11 +30,19 @@ CREATE TABLE IF NOT EXISTS release_outbox (
   updated_at       INTEGER NOT NULL,
   delivered_at     INTEGER
 );
-CREATE INDEX IF NOT EXISTS release_outbox_due ON release_outbox (state, next_attempt_at, id);
-CREATE INDEX IF NOT EXISTS release_outbox_track ON release_outbox (remote_track_id, state, id);
+`;
+
+/** Claims and tracks are per panel: pending rows by panel (a claim seeks from panel to panel), and a panel's tracks. */
+const PANEL_INDEXES = `
+CREATE INDEX IF NOT EXISTS release_outbox_panel_due ON release_outbox (state, panel, next_attempt_at, id);
+CREATE INDEX IF NOT EXISTS release_outbox_panel_track ON release_outbox (panel, remote_track_id, state, id);
 `;
 
 const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEGER';
+// Rows of older files keep '' (no panel): nobody sends them until they are adopted.
+const MIGRATE_V2_TO_V3 = `ALTER TABLE release_outbox ADD COLUMN panel TEXT NOT NULL DEFAULT '';
+DROP INDEX IF EXISTS release_outbox_due;
+DROP INDEX IF EXISTS release_outbox_track;`;
 
 function tooNew(file: string, version: number): Error {
   return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
@@ -93,7 +103,7 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     try {
       const version = Number(db.pragma('user_version', { simple: true }));
       if (version > SCHEMA_VERSION) throw tooNew(file, version);
-      // An older schema reads the same (v2 only added a column listing never shows).
+      // An older schema reads the same (v2 added a column listing never shows; v3's `panel` reads as '' when missing).
       if (version < 1) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
       return db;
     } catch (error) {
@@ -114,6 +124,8 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
         const current = Number(db.pragma('user_version', { simple: true }));
         if (current === 0) db.exec(SCHEMA);
         if (current === 1) db.exec(MIGRATE_V1_TO_V2);
+        if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
+        db.exec(PANEL_INDEXES);
         if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     }

@@ -1,18 +1,22 @@
 // The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
 import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
-import { enqueueResult, planEnqueue, planSettle } from './rules.js';
+import { pickFairly } from './fair-claim.js';
+import { ADOPTION_SUPERSEDED, enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
 import {
+  type ClaimedRow,
+  type ClaimRequest,
   type EnqueueResult,
+  type FairClaim,
+  type FairClaimRequest,
   type NewOutboxRow,
   type OutboxState,
   type OutboxStore,
   type PruneRequest,
   type PruneResult,
   refuseTransaction,
-  type StoredRow,
 } from './store.js';
 
 export interface SqliteOutboxStoreOptions {
@@ -27,25 +31,30 @@ export interface SqliteOutboxStoreOptions {
   readonly?: boolean;
 }
 
-const NEXT_DELIVERED_SEQ = '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen WHERE seen.remote_track_id = @remoteTrackId)';
+const NEXT_DELIVERED_SEQ =
+  '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen WHERE seen.panel = @panel AND seen.remote_track_id = @remoteTrackId)';
+const IN_SCOPE = '(@panel IS NULL OR panel = @panel)';
 
 const SQL = {
-  newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+  newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
   latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId FROM release_outbox
-    WHERE remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
+    WHERE panel = ? AND remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
   replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
-  insertPending: `INSERT INTO release_outbox (remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-    VALUES (@remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
+  insertPending: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
   insertDelivered: `INSERT INTO release_outbox
-    (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-    VALUES (@remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now)`,
-  due: `SELECT id, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
-    WHERE state = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
+    (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
+    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now)`,
+  // One panel's due rows, oldest due first; a track's newer pending row waits for its older one.
+  due: `SELECT id, panel, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
+    WHERE state = 'pending' AND panel = @panel AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
       AND id NOT IN (SELECT value FROM json_each(@exclude))
       AND (remote_track_id IS NULL OR NOT EXISTS (
         SELECT 1 FROM release_outbox AS older
-        WHERE older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
+        WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
     ORDER BY next_attempt_at, id LIMIT @limit`,
+  // The next panel with pending rows (a seek on the due index, however many rows a panel has).
+  nextPanel: `SELECT panel FROM release_outbox WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT 1`,
   lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id = @id',
   snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt FROM release_outbox WHERE id = ?`,
   update: `UPDATE release_outbox SET state = @state, attempts = @attempts, next_attempt_at = @nextAttemptAt, last_error = @lastError,
@@ -54,9 +63,14 @@ const SQL = {
     lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
   // Only the newest row of a track comes back (rules.ts, mayRequeue).
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
-    WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND (remote_track_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM release_outbox AS newer WHERE newer.remote_track_id = release_outbox.remote_track_id AND newer.id > release_outbox.id
-        AND newer.history_of IS NOT release_outbox.id))`,
+    WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
+        AND newer.id > release_outbox.id AND newer.history_of IS NOT release_outbox.id))`,
+  // Adoption: a pending row whose track the panel already queues gives way to that newer row.
+  adoptSuperseded: `UPDATE release_outbox SET state = 'dead', last_error = @error, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
+    WHERE panel = '' AND state = 'pending' AND remote_track_id IS NOT NULL AND EXISTS (
+      SELECT 1 FROM release_outbox AS theirs WHERE theirs.panel = @panel AND theirs.remote_track_id = release_outbox.remote_track_id AND theirs.state = 'pending')`,
+  adopt: `UPDATE release_outbox SET panel = @panel WHERE panel = ''`,
   // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds the lock for long.
   pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM release_outbox WHERE id > @afterId ORDER BY id LIMIT @limit)) AS lastId,
     (SELECT MAX(id) FROM release_outbox) AS highestId`,
@@ -65,8 +79,8 @@ const SQL = {
   prune: `DELETE FROM release_outbox WHERE id > @afterId AND id <= @lastId AND (
       (+state = 'dead' AND updated_at < @deadBefore)
       OR (+state = 'delivered' AND updated_at < @deliveredBefore AND (remote_track_id IS NULL OR EXISTS (
-        SELECT 1 FROM release_outbox AS newer WHERE newer.remote_track_id = release_outbox.remote_track_id AND newer.state = 'delivered'
-          AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(release_outbox.delivered_seq, 0), release_outbox.id)))))`,
+        SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
+          AND newer.state = 'delivered' AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(release_outbox.delivered_seq, 0), release_outbox.id)))))`,
 };
 
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
@@ -87,30 +101,65 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   // IMMEDIATE takes the write lock before reading, so two processes cannot both read a row as
   // unleased (or as the pending row to replace) and then both act on it.
   const enqueue = db.transaction((row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
-    const track = row.remoteTrackId;
-    const newestPending = track === undefined ? undefined : (statements.newestPending.get(track) as { id: number; contentHash: string } | undefined);
+    const { panel, remoteTrackId: track } = row;
+    const newestPending = track === undefined ? undefined : (statements.newestPending.get(panel, track) as { id: number; contentHash: string } | undefined);
     const delivered =
-      track === undefined ? undefined : (statements.latestDelivered.get(track) as { id: number; contentHash: string; releaseId: number | null } | undefined);
+      track === undefined
+        ? undefined
+        : (statements.latestDelivered.get(panel, track) as { id: number; contentHash: string; releaseId: number | null } | undefined);
     const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId) };
     const plan = planEnqueue(row, newestPending, latestDelivered);
     if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
     const inserted =
       plan.action === 'insert'
-        ? Number(statements.insertPending.run({ remoteTrackId: orNull(track), body: row.body, contentHash: row.contentHash, now }).lastInsertRowid)
+        ? Number(statements.insertPending.run({ panel, remoteTrackId: orNull(track), body: row.body, contentHash: row.contentHash, now }).lastInsertRowid)
         : undefined;
     return enqueueResult(plan, inserted);
   });
 
-  const claimDue = db.transaction((request: Parameters<OutboxStore['claimDue']>[0]) => {
-    const due = statements.due.all({ now: request.nowMs, limit: request.limit, exclude: JSON.stringify(request.exclude ?? []) }) as (Omit<
-      StoredRow,
-      'remoteTrackId'
-    > & { remoteTrackId: string | null })[];
+  type DueRecord = Omit<ClaimedRow, 'remoteTrackId'> & { remoteTrackId: string | null };
+  const dueOf = (panel: string, request: ClaimRequest | FairClaimRequest, limit: number) =>
+    statements.due.all({ panel, now: request.nowMs, limit, exclude: JSON.stringify(request.exclude ?? []) }) as DueRecord[];
+  const leaseRows = (rows: DueRecord[], request: ClaimRequest | FairClaimRequest): ClaimedRow[] => {
     const until = request.nowMs + request.leaseMs;
-    return due.map(({ id, remoteTrackId, body, contentHash, attempts }) => {
-      statements.lease.run({ id, owner: request.owner, until });
-      return { id, remoteTrackId: orUndefined(remoteTrackId), body, contentHash, attempts };
+    return rows.map(({ remoteTrackId, ...row }) => {
+      statements.lease.run({ id: row.id, owner: request.owner, until });
+      return { ...row, remoteTrackId: orUndefined(remoteTrackId) };
     });
+  };
+
+  const claimDue = db.transaction((request: ClaimRequest) => leaseRows(dueOf(request.panel, request, request.limit), request));
+
+  /** Panels with pending rows from after `after`, wrapping round to the first; one index seek per panel. */
+  function visitPanels({ after, maxPanels, skipPanels }: FairClaimRequest): { panels: string[]; complete: boolean } {
+    const skip = new Set(skipPanels);
+    const panels: string[] = [];
+    const passes: [string, string | undefined][] =
+      after === ''
+        ? [['', undefined]]
+        : [
+            [after, undefined],
+            ['', after],
+          ];
+    for (const [from, upTo] of passes) {
+      for (let cursor = from; ; ) {
+        const next = (statements.nextPanel.get(cursor) as { panel: string } | undefined)?.panel;
+        if (next === undefined || (upTo !== undefined && next > upTo)) break;
+        cursor = next;
+        if (skip.has(next)) continue;
+        if (panels.length === maxPanels) return { panels, complete: false };
+        panels.push(next);
+      }
+    }
+    return { panels, complete: true };
+  }
+
+  const claimFair = db.transaction((request: FairClaimRequest): FairClaim => {
+    const { panels, complete } = visitPanels(request);
+    const probing = new Set(request.probePanels);
+    const heads = panels.map((panel) => ({ panel, rows: dueOf(panel, request, probing.has(panel) ? 1 : request.limit) }));
+    const { rows, lastPanel } = pickFairly(heads, request.limit, complete);
+    return { rows: leaseRows(rows, request), lastPanel };
   });
 
   const settle = db.transaction((...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
@@ -119,7 +168,9 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       | undefined;
     const plan = planSettle(snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner) }, claim, owner, outcome, now);
     const remoteTrackId = orNull(claim.remoteTrackId);
-    if (plan.history) statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), remoteTrackId, historyOf: claim.id, now });
+    const { panel } = claim;
+    if (plan.history)
+      statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), panel, remoteTrackId, historyOf: claim.id, now });
     if (plan.update) {
       const { lastError, releaseId, deliveredAt, ...rest } = plan.update;
       statements.update.run({
@@ -127,12 +178,18 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
         lastError: orNull(lastError),
         releaseId: orNull(releaseId),
         deliveredAt: orNull(deliveredAt),
+        panel,
         remoteTrackId,
         id: claim.id,
         now,
       });
     }
     return plan.result;
+  });
+
+  const adopt = db.transaction((panel: string, now: number) => {
+    statements.adoptSuperseded.run({ panel, now, error: ADOPTION_SUPERSEDED });
+    return statements.adopt.run({ panel }).changes;
   });
 
   const prune = db.transaction(({ deliveredBefore, deadBefore, afterId, limit }: PruneRequest): PruneResult => {
@@ -198,9 +255,11 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
         batch.push({ row, nowMs, resolve, reject });
       }),
     claimDue: (request) => claimDue.immediate(request),
+    claimFair: (request) => claimFair.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
     ...readers,
-    requeueDead: (id, nowMs) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs }).changes),
+    requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
+    adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),
     prune: (request) => prune.immediate(request),
     close() {
       if (batch.length > 0 && db.open) flushEnqueues();

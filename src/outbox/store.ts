@@ -8,8 +8,22 @@ export const OUTBOX_STATES: readonly OutboxState[] = ['pending', 'delivered', 'd
 /** Stores may answer synchronously (SQLite, memory) or asynchronously (a network database). */
 export type Awaitable<T> = T | Promise<T>;
 
+/**
+ * The panel a row belongs to: a single-panel outbox's `client.panelId` (a hash of base URL and
+ * key), or your own id of the panel with `panels`. `''` marks a row stored before rows recorded
+ * their panel (schema upgrades): no worker sends it until it is adopted (`adoptUnassigned`).
+ */
+export const UNASSIGNED_PANEL = '';
+
+/** Which rows a read or a requeue looks at: one panel's, or (undefined) every row of the store. */
+export interface PanelScope {
+  panel?: string | undefined;
+}
+
 /** What `enqueue` asks the store to keep. */
 export interface NewOutboxRow {
+  /** The panel whose credentials (and mother) the release must go out with. */
+  panel: string;
   remoteTrackId: string | undefined;
   /** The exact JSON that will be signed and sent (`serializeRelease` output). */
   body: string;
@@ -46,6 +60,8 @@ export interface EnqueueResult {
 /** A due row leased to one worker; only that worker sends it until the lease expires. */
 export interface ClaimedRow {
   id: number;
+  /** The panel the row was stored for: the worker sends it with that panel's credentials only. */
+  panel: string;
   remoteTrackId: string | undefined;
   body: string;
   contentHash: string;
@@ -56,6 +72,8 @@ export interface ClaimedRow {
 export interface ClaimRequest {
   /** Identifies the worker holding the lease (unique per outbox instance). */
   owner: string;
+  /** Only rows of this panel (a single-panel outbox never sees another panel's rows). */
+  panel: string;
   /** Claim at most this many rows: the worker's free delivery slots. */
   limit: number;
   nowMs: number;
@@ -66,6 +84,31 @@ export interface ClaimRequest {
    * payload was replaced mid-flight is due at once, but its next send waits for this one).
    */
   exclude?: readonly number[];
+}
+
+/**
+ * A claim across panels, shared fairly: panels are visited in id order from after `after`, and
+ * rows are taken round-robin (every visited panel's first due row, then every panel's second…),
+ * so one panel's backlog never holds back another panel's release by more than about one row.
+ */
+export interface FairClaimRequest extends Omit<ClaimRequest, 'panel'> {
+  /** Visit panels whose id sorts after this one (`''`: from the first). */
+  after: string;
+  /** Visit at most this many panels with pending rows in one claim (bounds the work of a claim). */
+  maxPanels: number;
+  /** Panels backing off: never claimed from. */
+  skipPanels: readonly string[];
+  /** Panels probing after a back-off: at most one row each. */
+  probePanels: readonly string[];
+}
+
+export interface FairClaim {
+  rows: ClaimedRow[];
+  /**
+   * The last panel visited; the next claim goes on after it. Undefined when the visit reached the
+   * last panel with pending rows (the next claim starts from the first again).
+   */
+  lastPanel: string | undefined;
 }
 
 /**
@@ -112,6 +155,8 @@ export type SettleResult = 'applied' | 'superseded' | 'stale';
 /** One row as stored; what `list` returns. Times are epoch milliseconds. */
 export interface StoredRow {
   id: number;
+  /** `''` (UNASSIGNED_PANEL) for a row stored before rows recorded their panel. */
+  panel: string;
   state: OutboxState;
   remoteTrackId: string | undefined;
   body: string;
@@ -141,22 +186,39 @@ export interface OutboxStore {
    * `remote_track_id` has an older pending row waits for it, so updates reach the mother in order.
    */
   claimDue(request: ClaimRequest): Awaitable<ClaimedRow[]>;
+  /** Leases due rows of any panel but `''`, shared fairly between panels (`panels` mode needs it). */
+  claimFair?(request: FairClaimRequest): Awaitable<FairClaim>;
   /** Records the outcome of an attempt on a claimed row. */
   settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
-  /** Number of rows per state. */
-  counts(): Awaitable<Record<OutboxState, number>>;
+  /** Number of rows per state (of one panel, or of all). */
+  counts(scope?: PanelScope): Awaitable<Record<OutboxState, number>>;
   /** When the oldest pending row was stored (epoch ms), or undefined when none is pending. Optional for custom stores. */
-  oldestPending?(): Awaitable<number | undefined>;
-  /** Rows in id order, optionally of one state or one `id` (stores must honour both), at most `limit` of them. */
-  list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined }): Awaitable<StoredRow[]>;
+  oldestPending?(scope?: PanelScope): Awaitable<number | undefined>;
+  /** Rows in id order, optionally of one state, one `id` or one `panel` (stores must honour all three), at most `limit` of them. */
+  list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined; panel?: string | undefined }): Awaitable<StoredRow[]>;
   /**
-   * Moves one dead row (`id`) or every dead row (`id` undefined) back to pending; returns how many.
-   * A dead row with a newer row for its `remote_track_id` stays dead (see `rules.ts`).
+   * Moves one dead row (`id`) or every dead row (`id` undefined) of the scope back to pending;
+   * returns how many. A dead row with a newer row for its panel's `remote_track_id` stays dead (see `rules.ts`).
    */
-  requeueDead(id: number | undefined, nowMs: number): Awaitable<number>;
+  requeueDead(id: number | undefined, nowMs: number, scope?: PanelScope): Awaitable<number>;
+  /**
+   * Gives every row stored before rows recorded their panel (`''`) to `panel`; returns how many.
+   * A pending one whose track already has a pending row in `panel` is marked dead (the newer wins).
+   */
+  adoptUnassigned?(panel: string, nowMs: number): Awaitable<number>;
+  /** Pending and dead counts of the panels that have any, most pending first, at most `limit` panels. */
+  panelCounts?(limit: number): Awaitable<PanelCounts[]>;
   /** One bounded step of retention. Optional: without it, `retention` has nothing to call. */
   prune?(request: PruneRequest): Awaitable<PruneResult>;
   close(): Awaitable<void>;
+}
+
+export interface PanelCounts {
+  panel: string;
+  pending: number;
+  dead: number;
+  /** When its oldest pending row was stored (epoch ms). */
+  oldestPendingAt: number | undefined;
 }
 
 /** What the memory and SQLite stores say when given a caller's transaction they cannot join. */

@@ -3,18 +3,24 @@ import { retryDelayMs } from './backoff.js';
 import type { OutboxEmitter } from './events.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
 import type { ResolvedOutboxConfig } from './options.js';
+import { PanelHolds } from './panel-holds.js';
+import type { PanelRouting } from './panel-routing.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
 import { createTroubleReporter } from './trouble.js';
 
 /** While claims keep failing, how often the same trouble is reported again. */
 const STORE_TROUBLE_REPEAT_MS = 60_000;
+/** Claims in a row that may come back short while panels were left unvisited, before waiting for the next poll. */
+const MAX_PARTIAL_CLAIMS = 16;
 
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
   ResolvedOutboxConfig,
-  'client' | 'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pollIntervalMs' | 'now' | 'random'
+  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
 > & {
   store: OutboxStore;
+  /** Which rows to claim, and whose credentials send each. */
+  routing: PanelRouting;
   events: OutboxEmitter;
   /** Lease owner name, unique per outbox instance. */
   owner: string;
@@ -32,19 +38,24 @@ export interface DeliveryWorker {
   setKeepAlive(on: boolean): void;
   isRunning(): boolean;
   inFlight(): number;
-  /** Epoch ms until which the worker holds off after failures, if it does. */
+  /** Epoch ms until which a single-panel worker holds off after failures, if it does. */
   pausedUntil(): number | undefined;
+  /** Panels backing off after failures (with `panels`; 0 or 1 for a single panel). */
+  failingPanels(): number;
 }
 
 interface Attempt {
   outcome: DeliveryOutcome;
   error: Error | undefined;
   delayMs: number;
-  credentialsRejected: boolean;
+  /** Credentials rejected (401) or missing for the panel: reported through 'error' too. */
+  needsHuman: boolean;
 }
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
-  const { store, client, events, owner, now } = config;
+  const { store, routing, events, owner, now } = config;
+  // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
+  const holds = new PanelHolds(config);
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
   /** Of those, the ones whose push has not answered yet: what `concurrency` bounds. */
@@ -60,8 +71,6 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
   let keepAlive = false;
-  let holdUntil = 0;
-  let consecutiveFailures = 0;
   // A store that is down fails every poll: say so once, then at most once a minute.
   const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
 
@@ -97,9 +106,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
    * two claims from taking one row).
    */
   async function fillFreeSlots(): Promise<void> {
+    let partialClaims = 0;
     while (running) {
       const nowMs = now();
-      if (nowMs < holdUntil) return wakeAt(holdUntil);
       // A slot is free once its push has answered: the next row is claimed while the outcome is
       // recorded (a round trip the slot would otherwise sit idle for). Outcomes being recorded are
       // bounded too, at `concurrency` more, so a slow store cannot pile them up.
@@ -112,21 +121,25 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         return;
       }
       reserved += free;
-      let batch: ClaimedRow[];
+      let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
-        batch = await store.claimDue({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] });
+        claimed = await routing.claim({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds);
         storeTrouble.recovered();
       } catch (error) {
         return storeTrouble.report(error);
       } finally {
         reserved -= free;
       }
+      if (claimed.heldUntil !== undefined) wakeAt(claimed.heldUntil);
+      const batch = claimed.rows;
       // The store skips the rows we are sending; a custom store written before `exclude` existed
       // may lease one again (say, after the wall clock jumped forward), and we still skip it.
       // Rows claimed as stop() began are still sent: stop() waits for them rather than leave leases behind.
       const fresh = batch.filter((row) => !sending.has(row.id));
       for (const row of fresh) startDelivery(row);
       if (batch.length < free || fresh.length === 0) {
+        // Panels left unvisited may have due rows: go on, a bounded number of times.
+        if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
         if (!lookAgain) return;
         lookAgain = false;
       }
@@ -145,53 +158,60 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     inFlight.add(delivery);
   }
 
-  function holdClaimsUntil(atMs: number): void {
-    holdUntil = Math.max(holdUntil, atMs);
-  }
-
-  function afterFailure(action: Exclude<FailureAction, { action: 'accepted' }>, attempts: number, error: Error): Attempt {
+  function afterFailure(row: ClaimedRow, action: Exclude<FailureAction, { action: 'accepted' }>, error: Error): Attempt {
     const nowMs = now();
     const reason = error.message;
+    const attempts = row.attempts + 1;
     if (action.action === 'dead') {
-      consecutiveFailures = 0; // the mother answered, so it is up
-      return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, credentialsRejected: false };
+      holds.answered(row.panel); // the mother answered, so it is up
+      return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, needsHuman: false };
     }
     if (action.action === 'auth') {
-      // Every row would get the same 401: hold the whole queue, not just this row.
-      holdClaimsUntil(nowMs + config.authRetryDelayMs);
+      // Every row of this panel would get the same 401: hold the panel, not just this row.
       const delayMs = config.authRetryDelayMs;
-      return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, credentialsRejected: true };
+      holds.holdFor(row.panel, delayMs);
+      return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: true };
     }
-    consecutiveFailures++;
     const backoff = { baseDelayMs: config.baseDelayMs, maxDelayMs: config.maxDelayMs, random: config.random, retryAfterMs: action.retryAfterMs };
     const delayMs = retryDelayMs({ ...backoff, attempt: attempts });
-    // The mother is most likely failing for every row: back off the worker as well, so a large
-    // backlog probes a dead mother a few times instead of once per row.
-    holdClaimsUntil(nowMs + retryDelayMs({ ...backoff, attempt: consecutiveFailures }));
-    return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, credentialsRejected: false };
+    // The panel's mother is most likely failing for every row: back off the panel as a whole, so a
+    // large backlog probes a dead mother a few times instead of once per row.
+    holds.failed(row.panel, action.retryAfterMs);
+    return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: false };
+  }
+
+  /** No credentials for the row's panel (unknown to the resolver, or not this worker's): nothing is sent. */
+  function unsendable(row: ClaimedRow, error: Error): Attempt {
+    const delayMs = config.unresolvedRetryMs;
+    holds.holdFor(row.panel, delayMs);
+    return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message }, error, delayMs, needsHuman: true };
   }
 
   async function attempt(row: ClaimedRow): Promise<Attempt> {
-    const attempts = row.attempts + 1;
     let releaseId: unknown;
     try {
-      const answer = await client.pushSerializedRelease(row.body);
-      releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
+      const sender = await routing.senderFor(row.panel);
+      try {
+        const answer = await sender.pushSerializedRelease(row.body);
+        releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
+      } catch (error) {
+        const action = classifyFailure(error);
+        if (action.action !== 'accepted') return afterFailure(row, action, asError(error));
+        return accepted(row, undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`);
+      }
     } catch (error) {
-      const action = classifyFailure(error);
-      if (action.action !== 'accepted') return afterFailure(action, attempts, asError(error));
-      return accepted(undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`);
+      return unsendable(row, asError(error));
     }
     // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
-    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(releaseId, undefined);
-    return accepted(undefined, 'the client resolved without an integer release_id');
+    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(row, releaseId, undefined);
+    return accepted(row, undefined, 'the client resolved without an integer release_id');
   }
 
   /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
-  function accepted(releaseId: number | undefined, note: string | undefined): Attempt {
-    consecutiveFailures = 0;
+  function accepted(row: ClaimedRow, releaseId: number | undefined, note: string | undefined): Attempt {
+    holds.answered(row.panel);
     const outcome: DeliveryOutcome = note === undefined ? { kind: 'delivered', releaseId } : { kind: 'delivered', releaseId, note };
-    return { outcome, error: undefined, delayMs: 0, credentialsRejected: false };
+    return { outcome, error: undefined, delayMs: 0, needsHuman: false };
   }
 
   async function deliver(row: ClaimedRow): Promise<void> {
@@ -200,11 +220,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     try {
       answered = await attempt(row);
     } finally {
+      holds.probeEnded(row.panel);
       pushing--;
       kick();
     }
     const durationMs = performance.now() - began;
-    const { outcome, error, delayMs, credentialsRejected } = answered;
+    const { outcome, error, delayMs, needsHuman } = answered;
+    // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
+    if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') return reportError(error, row);
     let result: SettleResult;
     try {
       result = await store.settle(row, owner, outcome, now());
@@ -213,27 +236,29 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       return reportError(storeError, row);
     }
     if (result === 'stale') return;
-    const { id, remoteTrackId } = row;
+    const { id, panel, remoteTrackId } = row;
     const attempts = row.attempts + 1;
     if (outcome.kind === 'delivered') {
       const unconfirmed = outcome.note;
-      events.emit('delivered', { id, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded: result === 'superseded', unconfirmed });
+      const superseded = result === 'superseded';
+      events.emit('delivered', { id, panel, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded, unconfirmed });
       return;
     }
     const failure = error ?? new Error(outcome.error);
-    if (credentialsRejected) events.emit('error', { error: failure, id, remoteTrackId });
+    if (needsHuman) events.emit('error', { error: failure, id, panel, remoteTrackId });
     if (outcome.kind === 'dead' && result === 'applied') {
-      events.emit('dead', { id, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
+      events.emit('dead', { id, panel, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
       return;
     }
     // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
     const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
-    events.emit('retrying', { id, remoteTrackId, attempts, delayMs: outcome.kind === 'retry' ? delayMs : 0, nextAttemptAt, error: failure, durationMs });
+    const retryDelay = outcome.kind === 'retry' ? delayMs : 0;
+    events.emit('retrying', { id, panel, remoteTrackId, attempts, delayMs: retryDelay, nextAttemptAt, error: failure, durationMs });
     wakeAt(nextAttemptAt);
   }
 
   function reportError(error: unknown, row: ClaimedRow | undefined): void {
-    events.emit('error', { error: asError(error), id: row?.id, remoteTrackId: row?.remoteTrackId });
+    events.emit('error', { error: asError(error), id: row?.id, panel: row?.panel, remoteTrackId: row?.remoteTrackId });
   }
 
   return {
@@ -258,6 +283,10 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     },
     isRunning: () => running,
     inFlight: () => inFlight.size,
-    pausedUntil: () => (holdUntil > now() ? holdUntil : undefined),
+    pausedUntil: () => {
+      const until = routing.panel === undefined ? undefined : holds.heldUntil(routing.panel);
+      return until !== undefined && Number.isFinite(until) ? until : undefined;
+    },
+    failingPanels: () => holds.size,
   };
 }
