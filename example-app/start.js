@@ -153,7 +153,8 @@ async function runPanels() {
   }).catch((error) => {
     throw portInUse(error, 'mother emulator', 'EMULATOR_PORT', emulatorPort);
   });
-  const panels = createPanelsApp({ baseUrl: emulator.url });
+  const panels = createPanelsApp({ baseUrl: emulator.url, outboxFile: process.env.OUTBOX_FILE ?? './data/panels-outbox.db' });
+  panels.outbox.on('delivered', (e) => console.log(`[outbox] panel ${e.panel}: #${e.id} delivered as release ${e.releaseId}`));
   panels.guard.on('lock', ({ panel, reason }) => console.log(`[license] panel ${panel} locked: ${reason}`));
   panels.guard.on('unlock', ({ panel }) => console.log(`[license] panel ${panel} unlocked`));
   const server = createServer(panels.app);
@@ -176,6 +177,7 @@ async function runPanels() {
   console.log('\nOne deployment, three panels (browsers resolve *.localhost to this machine):');
   for (const host of Object.keys(DEMO_TENANTS)) console.log(`  http://${host}:${port}/`);
   console.log(`  or: curl -s -H 'Host: beats.localhost' http://127.0.0.1:${port}/api/status`);
+  console.log(`  upload as one panel: curl -s -H 'Host: acme.localhost' -d title=Demo http://127.0.0.1:${port}/upload`);
   const admin = `${emulator.adminUrl}/panels/${DEMO_TENANTS['labelx.localhost'].apiKey}`;
   console.log(`\nLock one of them (the others keep serving; it notices at its next check):`);
   console.log(`  curl -s -X POST -H 'content-type: application/json' -d '{"active":false,"reason":"Invoice overdue"}' ${admin}`);

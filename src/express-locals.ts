@@ -13,6 +13,11 @@ declare global {
       branding: Branding;
       /** The license as templates see it, set by licenseGuard() on every request it sees. */
       license: LicenseLocals;
+      /**
+       * With `panels`: your id of the panel serving this request, when the resolver returned one
+       * (`panel`); pass it to `outbox.enqueue(release, { panel: res.locals.panel })`.
+       */
+      panel?: string | undefined;
     }
   }
 }

@@ -13,6 +13,7 @@ export {
   MotherError,
   type MotherErrorCode,
   NetworkError,
+  PanelDeliveryError,
   RedirectRefusedError,
   ResponseTooLargeError,
   ServerValidationError,
@@ -39,8 +40,15 @@ export type {
   RetryingEvent,
 } from './outbox/events.js';
 export { createMemoryOutboxStore } from './outbox/memory-store.js';
-export type { ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
-export { createReleaseOutbox, type OutboxEntry, type OutboxStats, type ReleaseOutbox } from './outbox/outbox.js';
+export type { OutboxPanelCredentials, OutboxPanelsOptions, ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
+export {
+  createReleaseOutbox,
+  type OutboxEnqueueOptions,
+  type OutboxEntry,
+  type OutboxStats,
+  type PanelQuery,
+  type ReleaseOutbox,
+} from './outbox/outbox.js';
 export type { RetentionOptions } from './outbox/retention.js';
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
@@ -49,14 +57,19 @@ export type {
   DeliveryOutcome,
   EnqueueOptions,
   EnqueueResult,
+  FairClaim,
+  FairClaimRequest,
   NewOutboxRow,
   OutboxState,
   OutboxStore,
+  PanelCounts,
+  PanelScope,
   PruneRequest,
   PruneResult,
   SettleResult,
   StoredRow,
 } from './outbox/store.js';
+export { UNASSIGNED_PANEL } from './outbox/store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';
 export type { LicenseStore, StoreHealth } from './store/license-store.js';

@@ -37,4 +37,17 @@ describe('the example in multi-panel mode', () => {
     expect((await request(panels.app).get('/healthz').set('Host', 'labelx.localhost').expect(200)).body.license).toMatchObject({ state: 'locked' });
     await request(panels.app).get('/').set('Host', 'unknown.localhost').expect(404);
   });
+
+  it("sends each host's upload to the mother under its own panel's key, and shows it on that panel only", async () => {
+    await request(panels.app).post('/upload').set('Host', 'beats.localhost').type('form').send({ title: 'Beats upload' }).expect(303);
+    await request(panels.app).post('/upload').set('Host', 'acme.localhost').type('form').send({ title: 'Acme upload' }).expect(303);
+    await panels.outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    const keyOf = (title: string) => emulator.releases.find((r) => r.release.title === title)?.apiKey;
+    expect(keyOf('Beats upload')).toBe(tenants['beats.localhost']?.apiKey);
+    expect(keyOf('Acme upload')).toBe(tenants['acme.localhost']?.apiKey);
+    const beats = await request(panels.app).get('/').set('Host', 'beats.localhost').expect(200);
+    expect(beats.text).toContain('Beats upload');
+    expect(beats.text).not.toContain('Acme upload');
+    expect((await request(panels.app).get('/api/status').set('Host', 'acme.localhost').expect(200)).body.panel).toBe('tenant-acme');
+  });
 });

@@ -42,6 +42,9 @@ afterEach(async () => {
 });
 
 /** One instance of the deployment, with its own Redis connection as a separate process would have. */
+/** What a tenants table gives for a host: the credentials only. */
+const credentialsOf = (entry: { apiKey: string; apiSecret: string } | undefined) => entry && { apiKey: entry.apiKey, apiSecret: entry.apiSecret };
+
 async function instance(prefix: string, url = REDIS_URL, options: Partial<LicenseGuardOptions> = {}) {
   const name = `${prefix.replaceAll(':', '')}-${clients.length}`;
   const client = createClient({ url, name, socket: { reconnectStrategy: () => 100 } }) as RedisClientType;
@@ -51,7 +54,7 @@ async function instance(prefix: string, url = REDIS_URL, options: Partial<Licens
   const errors: (Error & { panel?: string; code?: string })[] = [];
   const guard = licenseGuard({
     baseUrl: emulator.url,
-    panels: { resolve: async (host) => PANELS[host as Host] ?? null, checkIntervalMs: INTERVAL_MS, idleMs: 3600_000 },
+    panels: { resolve: async (host) => credentialsOf(PANELS[host as Host]), checkIntervalMs: INTERVAL_MS, idleMs: 3600_000 },
     store: redisLicenseStore({ client, prefix }),
     now: () => Date.now() + offset,
     logger: silentLogger,

@@ -3,6 +3,7 @@ import express from 'express';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createCheckSpreader } from '../src/guard/check-spreader.js';
+import type { PanelCredentials } from '../src/guard/host-resolver.js';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
 import type { MotherEmulator } from '../src/testing.js';
 import { silentLogger } from './guard-app.js';
@@ -10,19 +11,19 @@ import { sleep, startEmulator, waitFor } from './helpers.js';
 
 // Three panels on one emulator, one deployment: each host its own key, branding and license.
 const PANELS = {
-  'beats.example': { apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', panel: { name: 'Beats', brand_color: '#112233', custom_domain: 'beats.example' } },
+  'beats.example': { apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', record: { name: 'Beats', brand_color: '#112233', custom_domain: 'beats.example' } },
   'labelx.example': {
     apiKey: 'pk_labelx',
     apiSecret: 'sk_labelx_0123456789',
-    panel: { name: 'Label X', brand_color: '#445566', custom_domain: 'labelx.example' },
+    record: { name: 'Label X', brand_color: '#445566', custom_domain: 'labelx.example' },
   },
-  'acme.example': { apiKey: 'pk_acme', apiSecret: 'sk_acme_0123456789', panel: { name: 'Acme', brand_color: '#778899', custom_domain: 'acme.example' } },
+  'acme.example': { apiKey: 'pk_acme', apiSecret: 'sk_acme_0123456789', record: { name: 'Acme', brand_color: '#778899', custom_domain: 'acme.example' } },
 } as const;
 type Host = keyof typeof PANELS;
 
 let emulator: MotherEmulator;
 beforeAll(async () => {
-  emulator = await startEmulator(Object.values(PANELS).map(({ apiKey, apiSecret, panel }) => ({ apiKey, apiSecret, active: true, panel })));
+  emulator = await startEmulator(Object.values(PANELS).map(({ apiKey, apiSecret, record }) => ({ apiKey, apiSecret, active: true, panel: record })));
 });
 afterAll(() => emulator.close());
 const guards: LicenseGuard[] = [];
@@ -34,7 +35,7 @@ afterEach(async () => {
 
 function deployment(
   options: Partial<LicenseGuardOptions> = {},
-  resolve = vi.fn(async (host: string) => (PANELS[host as Host] ?? null) && { ...PANELS[host as Host] }),
+  resolve = vi.fn(async (host: string) => (PANELS[host as Host] ?? null) && { apiKey: PANELS[host as Host].apiKey, apiSecret: PANELS[host as Host].apiSecret }),
 ) {
   const guard = licenseGuard({ baseUrl: emulator.url, panels: { resolve }, apiPrefix: '/api', allow: ['/healthz'], logger: silentLogger, ...options });
   guards.push(guard);
@@ -57,7 +58,7 @@ describe('licenseGuard({ panels })', () => {
   it('serves each host with its own branding and license, and a lock on one leaves the others serving', async () => {
     const { app, guard } = deployment();
     for (const host of Object.keys(PANELS) as Host[])
-      expect((await request(app).get('/api/me').set('Host', host).expect(200)).body).toEqual({ name: PANELS[host].panel.name, state: 'active' });
+      expect((await request(app).get('/api/me').set('Host', host).expect(200)).body).toEqual({ name: PANELS[host].record.name, state: 'active' });
     emulator.setPanel('pk_labelx', { active: false, reason: 'Unpaid' });
     expect(await guard.refresh('labelx.example')).toBe('locked');
     await request(app).get('/').set('Host', 'labelx.example').expect(503);
@@ -67,6 +68,26 @@ describe('licenseGuard({ panels })', () => {
     // Each panel's check went out with its own key only.
     for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBeGreaterThan(0);
     expect(emulator.requests.every((r) => r.status === 200)).toBe(true);
+  });
+
+  it('checks a panel at the mother its resolver names, and gives the request your id of the panel', async () => {
+    const other = await startEmulator([{ apiKey: 'pk_elsewhere', apiSecret: 'sk_elsewhere_0123456789', panel: { name: 'Elsewhere' } }]);
+    try {
+      const resolve = async (host: string): Promise<PanelCredentials | null> => {
+        if (host === 'elsewhere.example') return { apiKey: 'pk_elsewhere', apiSecret: 'sk_elsewhere_0123456789', baseUrl: other.url, panel: 'tenant-9' };
+        return host === 'beats.example' ? { apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', panel: 'tenant-1' } : null;
+      };
+      const { app } = deployment({ panels: { resolve } });
+      app.get('/api/whoami', (_req, res) => {
+        res.json({ panel: res.locals.panel, name: res.locals.branding.name });
+      });
+      expect((await request(app).get('/api/whoami').set('Host', 'elsewhere.example').expect(200)).body).toEqual({ panel: 'tenant-9', name: 'Elsewhere' });
+      expect((await request(app).get('/api/whoami').set('Host', 'beats.example').expect(200)).body).toEqual({ panel: 'tenant-1', name: 'Beats' });
+      expect(other.requests.map((r) => r.apiKey)).toEqual(['pk_elsewhere']);
+      expect(emulator.requests.map((r) => r.apiKey)).not.toContain('pk_elsewhere');
+    } finally {
+      await other.close();
+    }
   });
 
   it('answers 404 for an unknown or malformed host, without a mother call, and remembers it', async () => {

@@ -6,6 +6,13 @@ import { describeError } from '../logger.js';
 export interface PanelCredentials {
   apiKey: string;
   apiSecret: string;
+  /** The mother of this panel, when it is not the guard's `baseUrl` (the contract has several). */
+  baseUrl?: string | undefined;
+  /**
+   * Your own id of this panel (a tenant id): requests of its hosts get it as `res.locals.panel`,
+   * so an upload route can pass it to `outbox.enqueue(release, { panel })` without a second lookup.
+   */
+  panel?: string | undefined;
 }
 
 /**
@@ -46,11 +53,14 @@ export interface HostResolver {
 
 const UNKNOWN: Resolution = { kind: 'unknown' };
 
+const optionalString = (value: unknown) => value === undefined || (typeof value === 'string' && value !== '');
+
 function credentialsFrom(value: unknown): PanelCredentials | undefined {
   const given = value as Partial<PanelCredentials> | null | undefined;
-  if (typeof given?.apiKey === 'string' && given.apiKey !== '' && typeof given.apiSecret === 'string' && given.apiSecret !== '')
-    return { apiKey: given.apiKey, apiSecret: given.apiSecret };
-  return undefined;
+  if (typeof given?.apiKey !== 'string' || given.apiKey === '' || typeof given.apiSecret !== 'string' || given.apiSecret === '') return undefined;
+  if (!optionalString(given.baseUrl) || !optionalString(given.panel)) return undefined;
+  const { apiKey, apiSecret, baseUrl, panel } = given;
+  return { apiKey, apiSecret, ...(baseUrl === undefined ? {} : { baseUrl }), ...(panel === undefined ? {} : { panel }) };
 }
 
 export function createHostResolver(options: HostResolverOptions): HostResolver {
@@ -90,7 +100,8 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       clearTimeout(timer);
       if (value === null || value === undefined) return remember(host, UNKNOWN, options.unknownTtlMs);
       const credentials = credentialsFrom(value);
-      if (!credentials) return refuse(host, `the panels resolver returned no { apiKey, apiSecret } strings for ${host}`);
+      if (!credentials)
+        return refuse(host, `the panels resolver returned no { apiKey, apiSecret } strings (and optional non-empty baseUrl, panel) for ${host}`);
       let ids: { panelId: string; runtimeKey: string };
       try {
         ids = options.idsOf(credentials);

@@ -170,6 +170,8 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
         .catch(next);
       return;
     }
+    // Your id of the panel (from the resolver), so an upload route can enqueue without a lookup.
+    res.locals.panel = known.credentials.panel;
     serveVerdict(req, res, next, panel.config, snapshot, panel.hooks);
   }
 

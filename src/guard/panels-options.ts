@@ -2,13 +2,15 @@
 import { createHash } from 'node:crypto';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
+import { validatePanelId } from '../panel-id.js';
 import type { LicenseGuardOptions } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
 
 export interface PanelsOptions {
   /**
-   * Credentials of the panel served at `host` (lower case, no port, no trailing dot), or null for
-   * an unknown host. Called at most once per host per `resolveTtlMs`; concurrent first requests
+   * Credentials of the panel served at `host` (lower case, no port, no trailing dot) — `{ apiKey,
+   * apiSecret, baseUrl?, panel? }`, where `panel` is your id of it (set as `res.locals.panel`) —
+   * or null for an unknown host. Called at most once per host per `resolveTtlMs`; concurrent first requests
    * share one call; never called on a request for a host already known. Required.
    */
   resolve: (host: string) => PanelCredentials | null | undefined | Promise<PanelCredentials | null | undefined>;
@@ -71,6 +73,13 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   };
   problems.check(() => createMotherClient({ ...clientOptions, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
+  /** A panel's client: the guard's options, at the panel's own mother when its answer names one. */
+  const clientOptionsOf = ({ apiKey, apiSecret, baseUrl }: PanelCredentials) => ({
+    ...clientOptions,
+    baseUrl: baseUrl ?? clientOptions.baseUrl,
+    apiKey,
+    apiSecret,
+  });
   return {
     resolve: resolve ?? (() => null),
     max: problems.check(() => positiveInteger('panels.max', given.max, 10_000, 1, 1_000_000), 1),
@@ -79,10 +88,12 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     unknownTtlMs: problems.check(() => positiveInteger('panels.unknownTtlMs', given.unknownTtlMs, 30_000), 1),
     resolveTimeoutMs: problems.check(() => timerMs('panels.resolveTimeoutMs', given.resolveTimeoutMs, 5000), 1),
     checkIntervalMs: problems.check(() => positiveInteger('panels.checkIntervalMs', given.checkIntervalMs, 300_000, 10_000), 300_000),
-    clientFor: ({ apiKey, apiSecret }) => createMotherClient({ ...clientOptions, apiKey, apiSecret }),
+    clientFor: (credentials) => createMotherClient(clientOptionsOf(credentials)),
     idsOf: (credentials) => {
-      // Building the client checks the key and secret (no whitespace, no `|`…) before anything uses them.
-      const { panelId } = createMotherClient({ ...clientOptions, ...credentials });
+      // Building the client checks the key, secret and base URL before anything uses them; the
+      // panel id covers the base URL, so one key at two mothers is two panels.
+      if (credentials.panel !== undefined) validatePanelId(credentials.panel, 'the panels resolver');
+      const { panelId } = createMotherClient(clientOptionsOf(credentials));
       const secretPrint = createHash('sha256').update(`runtime\n${credentials.apiSecret}`).digest('hex').slice(0, 16);
       return { panelId, runtimeKey: `${panelId}:${secretPrint}` };
     },

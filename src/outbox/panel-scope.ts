@@ -1,8 +1,7 @@
 // Which panel an outbox call is about: a single-panel outbox only ever touches its own panel's rows.
 import { shown } from '../options.js';
+import { shownPanel, validatePanelId } from '../panel-id.js';
 import type { PanelsSource } from './options.js';
-import { shownPanel } from './panel-senders.js';
-import { validatePanelId } from './panels-options.js';
 import type { EnqueueOptions, PanelScope } from './store.js';
 
 export interface PanelScoping {
@@ -27,15 +26,15 @@ export function panelScoping(source: PanelsSource): PanelScoping {
   return {
     enqueueTarget(method, options) {
       const { panel, ...storeOptions } = options ?? {};
-      const target = own === undefined ? validatePanelId(panel) : onlyOwn(method, panel);
+      const target = own === undefined ? validatePanelId(panel, `${method}()`) : onlyOwn(method, panel);
       return { panel: target, storeOptions: options === undefined ? undefined : storeOptions };
     },
     scope(method, panel) {
       if (own !== undefined) return { panel: onlyOwn(method, panel) };
-      return panel === undefined ? {} : { panel: validatePanelId(panel) };
+      return panel === undefined ? {} : { panel: validatePanelId(panel, `${method}()`) };
     },
     adoptionTarget(panel) {
-      return own === undefined ? validatePanelId(panel) : onlyOwn('adoptUnassigned', panel);
+      return own === undefined ? validatePanelId(panel, 'adoptUnassigned()') : onlyOwn('adoptUnassigned', panel);
     },
   };
 }

@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { createMotherClient, type MotherClient, type MotherClientOptions } from '../client/mother-client.js';
 import { PanelDeliveryError } from '../errors.js';
 import { describeError } from '../logger.js';
-import { cleanText } from '../text.js';
+import { shownPanel } from '../panel-id.js';
 import type { ReleaseSender } from './options.js';
 
 /** What `panels.resolve(panel)` answers for a panel it knows. */
@@ -29,9 +29,6 @@ export interface PanelSendersOptions {
 }
 
 type Answer = { sender: MotherClient; freshUntil: number } | { error: PanelDeliveryError; freshUntil: number };
-
-/** A panel id as shown in messages: capped, no control characters (it is the caller's text). */
-export const shownPanel = (panel: string) => JSON.stringify(cleanText(panel, 80) ?? '');
 
 export class PanelSenders {
   private readonly answers: LRUCache<string, Answer>;

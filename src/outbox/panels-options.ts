@@ -1,25 +1,15 @@
 // Options of the outbox's panels: one `client`, or many panels through `panels.resolve` — validated, resolved.
 import { createMotherClient } from '../client/mother-client.js';
-import { type OptionProblems, optionalFunction, optionError, positiveInteger, shown, timerMs } from '../options.js';
+import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
+import { validatePanelId } from '../panel-id.js';
 import type { PanelsSource, ReleaseOutboxOptions, ReleaseSender } from './options.js';
-import { shownPanel } from './panel-senders.js';
 import { UNASSIGNED_PANEL } from './store.js';
 
 const PANELS_KEYS = ['resolve', 'resolveTtlMs', 'resolveTimeoutMs', 'unresolvedRetryMs', 'max'];
 /** Options that configure the panels' clients: only meaningful with `panels` (a `client` has its own). */
 const CLIENT_OPTIONS = ['baseUrl', 'timeoutMs', 'allowInsecureHttp', 'fetch'] as const;
-const MAX_PANEL_ID_LENGTH = 200;
-// Control characters and the line/paragraph separators: an id lands in logs, metrics and the CLI.
-const CONTROL = /[\p{Cc}\u2028\u2029]/u;
-
-/** Your id of a panel, as `enqueue(release, { panel })` takes it: a short printable string. */
-export function validatePanelId(panel: unknown): string {
-  if (typeof panel !== 'string' || panel === UNASSIGNED_PANEL || panel.length > MAX_PANEL_ID_LENGTH || CONTROL.test(panel))
-    throw new TypeError(
-      `panel-license-guard: enqueue() needs \`panel\`: your id of the panel (a non-empty string of at most ${MAX_PANEL_ID_LENGTH} characters, no control characters), received ${typeof panel === 'string' ? shownPanel(panel) : shown(panel)}.`,
-    );
-  return panel;
-}
+/** Your id of a panel, as `enqueue(release, { panel })` takes it. */
+export const validateEnqueuePanel = (panel: unknown) => validatePanelId(panel, 'enqueue()');
 
 export function resolvePanelsSource(options: ReleaseOutboxOptions, problems: OptionProblems): PanelsSource {
   const { client, panels } = options as { client?: unknown; panels?: unknown };
@@ -48,7 +38,7 @@ export function resolvePanelsSource(options: ReleaseOutboxOptions, problems: Opt
     problems.add(optionError('client', 'was given together with `panels`', 'Each panel gets its credentials from `panels.resolve(panel)`.'));
   if (typeof panels !== 'object' || panels === null) {
     problems.add(optionError('panels', 'must be an object', 'Pass { resolve: async (panel) => ({ apiKey, apiSecret, baseUrl }) }.'));
-    return { kind: 'many', senders: placeholder(), validatePanel: validatePanelId };
+    return { kind: 'many', senders: placeholder(), validatePanel: validateEnqueuePanel };
   }
   const given = panels as Record<string, unknown>;
   for (const name of Object.keys(given))
@@ -73,7 +63,7 @@ export function resolvePanelsSource(options: ReleaseOutboxOptions, problems: Opt
     );
   return {
     kind: 'many',
-    validatePanel: validatePanelId,
+    validatePanel: validateEnqueuePanel,
     senders: {
       resolve: (resolve as never) ?? (() => null),
       baseUrl: options.baseUrl,
