@@ -136,16 +136,21 @@ function migrationV3({ table, bare, deliveries }: TableNames): string[] {
  * seeks from one panel to the next however long a panel's queue is.
  */
 function migrationV4({ table, bare, schema }: TableNames): string[] {
-  // DROP INDEX takes the index's schema-qualified name (an index lives in its table's schema).
-  const index = (suffix: string) => `"${schema}"."${bare}_${suffix}"`;
+  // An old index is dropped only when it is this table's: another table of the schema may own an
+  // index of that name (a table called "<table>_panel" has "<table>_panel_due"). Names are
+  // validated identifiers, so interpolating them is safe.
+  const dropOwn = (suffix: string) => `DO $$ BEGIN
+      IF EXISTS (SELECT 1 FROM pg_index JOIN pg_class ON pg_class.oid = pg_index.indexrelid JOIN pg_namespace ON pg_namespace.oid = pg_class.relnamespace
+        WHERE pg_namespace.nspname = '${schema}' AND pg_class.relname = '${bare}_${suffix}' AND pg_index.indrelid = '${table}'::regclass)
+      THEN DROP INDEX "${schema}"."${bare}_${suffix}"; END IF; END $$`;
   return [
     `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS panel TEXT NOT NULL DEFAULT ''`,
     `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_panel_pending" ON ${table} (panel, remote_track_id) WHERE state = 'pending'`,
-    `DROP INDEX IF EXISTS ${index('pending')}`,
+    dropOwn('pending'),
     `CREATE INDEX IF NOT EXISTS "${bare}_panel_due" ON ${table} (panel, next_attempt_at, id) WHERE state = 'pending'`,
-    `DROP INDEX IF EXISTS ${index('due')}`,
+    dropOwn('due'),
     `CREATE INDEX IF NOT EXISTS "${bare}_panel_track" ON ${table} (panel, remote_track_id, state, id)`,
-    `DROP INDEX IF EXISTS ${index('track')}`,
+    dropOwn('track'),
   ];
 }
 

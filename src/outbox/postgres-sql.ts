@@ -130,13 +130,15 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
               AND NOT (candidate.id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
             ORDER BY candidate.next_attempt_at, candidate.id
             LIMIT CASE WHEN visited.panel = ANY($9::text[]) THEN 1 ELSE $2 END) AS heads),
-      chosen AS (SELECT id, turn, visit_order FROM candidates ORDER BY turn, visit_order LIMIT $2),
-      due AS (
-        SELECT id FROM ${t} WHERE id IN (SELECT id FROM chosen) AND state = 'pending'
-          AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
-        FOR UPDATE SKIP LOCKED),
+      -- Locked in round-robin order, skipping rows other claimers hold, re-checked on the row as it
+      -- is now (another host may have leased or rescheduled it since this snapshot), then limited.
+      chosen AS (
+        SELECT locked.id, candidates.turn, candidates.visit_order FROM ${t} AS locked JOIN candidates ON candidates.id = locked.id
+        WHERE locked.state = 'pending' AND locked.next_attempt_at <= $1 AND (locked.lease_expires_at IS NULL OR locked.lease_expires_at <= ${leaseNow})
+        ORDER BY candidates.turn, candidates.visit_order LIMIT $2
+        FOR UPDATE OF locked SKIP LOCKED),
       claimed AS (
-        UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM due WHERE claimed.id = due.id
+        UPDATE ${t} AS claimed SET lease_owner = $3, lease_expires_at = ${leaseNow} + $4 FROM chosen WHERE claimed.id = chosen.id
         RETURNING ${CLAIMED})
       SELECT claimed.*, chosen.turn, chosen.visit_order, NULL AS visited_panels FROM claimed JOIN chosen USING (id)
       UNION ALL
@@ -152,11 +154,11 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
     updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
-    // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel already
-    // queues gives way to that newer row, then every such row becomes the panel's.
+    // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel has stored
+    // since (pending or delivered) gives way to that newer content, then every such row becomes the panel's.
     adoptSuperseded: `UPDATE ${t} AS old SET state = 'dead', last_error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
       WHERE old.panel = '' AND old.state = 'pending' AND old.remote_track_id IS NOT NULL AND EXISTS (
-        SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = $1 AND theirs.remote_track_id = old.remote_track_id AND theirs.state = 'pending')`,
+        SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = $1 AND theirs.remote_track_id = old.remote_track_id AND theirs.id > old.id)`,
     adopt: `UPDATE ${t} SET panel = $1 WHERE panel = ''`,
     // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.
     requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2

@@ -191,4 +191,4 @@ export function mayPrune(row: RetainedRow, latestDeliveredOfTrack: RetainedRow |
 
 /** Why an unassigned pending row was not adopted: its panel already queues newer content of the track. */
 export const ADOPTION_SUPERSEDED =
-  'Superseded when rows without a panel were adopted: the panel already had a newer pending release of this track (only the newest is sent).';
+  'Superseded when rows without a panel were adopted: the panel had stored a newer release of this track since (only the newest is sent).';

@@ -31,8 +31,10 @@ export interface SqliteOutboxStoreOptions {
   readonly?: boolean;
 }
 
-const NEXT_DELIVERED_SEQ =
-  '(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen WHERE seen.panel = @panel AND seen.remote_track_id = @remoteTrackId)';
+// Deliveries of a track are numbered after those of rows without a panel too (stored before v3,
+// maybe adopted later): their deliveries came first, so an adopted history stays in order.
+const NEXT_DELIVERED_SEQ = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen
+  WHERE seen.panel IN (@panel, '') AND seen.remote_track_id = @remoteTrackId)`;
 const IN_SCOPE = '(@panel IS NULL OR panel = @panel)';
 
 const SQL = {
@@ -66,10 +68,11 @@ const SQL = {
     WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
         AND newer.id > release_outbox.id AND newer.history_of IS NOT release_outbox.id))`,
-  // Adoption: a pending row whose track the panel already queues gives way to that newer row.
+  // Adoption: a pending row whose track the panel has stored since (pending or delivered) gives way to that newer content.
   adoptSuperseded: `UPDATE release_outbox SET state = 'dead', last_error = @error, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE panel = '' AND state = 'pending' AND remote_track_id IS NOT NULL AND EXISTS (
-      SELECT 1 FROM release_outbox AS theirs WHERE theirs.panel = @panel AND theirs.remote_track_id = release_outbox.remote_track_id AND theirs.state = 'pending')`,
+      SELECT 1 FROM release_outbox AS theirs WHERE theirs.panel = @panel AND theirs.remote_track_id = release_outbox.remote_track_id
+        AND theirs.id > release_outbox.id)`,
   adopt: `UPDATE release_outbox SET panel = @panel WHERE panel = ''`,
   // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds the lock for long.
   pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM release_outbox WHERE id > @afterId ORDER BY id LIMIT @limit)) AS lastId,

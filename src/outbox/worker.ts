@@ -130,7 +130,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       } finally {
         reserved -= free;
       }
-      if (claimed.heldUntil !== undefined) wakeAt(claimed.heldUntil);
+      // A probe in flight holds its panel with no end: its answer kicks the worker, not a timer.
+      if (claimed.heldUntil !== undefined && Number.isFinite(claimed.heldUntil)) wakeAt(claimed.heldUntil);
       const batch = claimed.rows;
       // The store skips the rows we are sending; a custom store written before `exclude` existed
       // may lease one again (say, after the wall clock jumped forward), and we still skip it.
