@@ -8,6 +8,8 @@
 // braille blank, a symbol that renders as nothing.
 const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Default_Ignorable_Code_Point}\u2800]/gu;
 const WHITESPACE_RUN = /\s+/g;
+/** Whitespace that collapsing would change: a run, or one that is not a plain space. */
+const UNTIDY_SPACE = /\s\s|[^\S ]/;
 
 /**
  * Strips invisible characters, collapses whitespace runs to one space, trims, and caps at `max`
@@ -15,8 +17,12 @@ const WHITESPACE_RUN = /\s+/g;
  */
 export function cleanText(value: unknown, max: number): string | null {
   if (typeof value !== 'string') return null;
-  const cleaned = value.replace(INVISIBLE, '').replace(WHITESPACE_RUN, ' ').trim();
+  const visible = value.replace(INVISIBLE, '');
+  // Replaced only where it changes something: a clean value stays the very string given.
+  const cleaned = (UNTIDY_SPACE.test(visible) ? visible.replace(WHITESPACE_RUN, ' ') : visible).trim();
   if (cleaned === '') return null;
+  // Unchanged and short enough (code units bound code points): the same string, not a copy.
+  if (cleaned.length <= max) return cleaned;
   return [...cleaned].slice(0, max).join('');
 }
 
@@ -38,7 +44,8 @@ export function safeHttpUrl(value: unknown): string | null {
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
   if (url.username || url.password || !HOSTNAME.test(url.hostname)) return null;
-  return url.href;
+  // Already normalized: keep the given string rather than a copy.
+  return url.href === value ? value : url.href;
 }
 
 /** Parses a real calendar date `YYYY-MM-DD` to the epoch ms of its start (UTC), or null. */

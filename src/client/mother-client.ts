@@ -1,23 +1,15 @@
 // The mother API client: both contract operations, signed, hardened, skew-corrected.
 import { createHash, createHmac } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { inspect } from 'node:util';
-import {
-  AuthenticationError,
-  HttpStatusError,
-  MalformedResponseError,
-  MethodNotAllowedError,
-  type MotherError,
-  ServerValidationError,
-  TimeoutError,
-} from '../errors.js';
-import { endpointUrl, OptionProblems, optionalFunction, optionError, parseBaseUrl, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
+import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNotAllowedError, type MotherError, ServerValidationError } from '../errors.js';
+import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
-import { assertApiKey, assertApiSecret, signRequest } from '../signing.js';
+import { assertApiKey, assertApiSecret } from '../signing.js';
 import { cleanText } from '../text.js';
-import { createSkewClock } from './clock.js';
-import { type FetchLike, parseRetryAfter, postOnce, type RawResponse } from './http.js';
+import { SkewClock } from './clock.js';
+import { type FetchLike, parseRetryAfter, type RawResponse } from './http.js';
 import { errorBodySchema, type LicenseResponse, licenseResponseSchema, type ReleaseResponse, releaseResponseSchema } from './license-response.js';
+import { type MotherEndpoint, type MotherEndpointOptions, resolveEndpoint, sendSigned } from './mother-endpoint.js';
 
 export interface MotherClientOptions {
   /** Base address of the mother's partner API; `license.php` and `release.php` are joined to it. */
@@ -67,8 +59,6 @@ export interface MotherClient {
 }
 
 const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
-const EMPTY = new Uint8Array(0);
-const USER_AGENT = 'panel-license-guard/1';
 
 function parseJson(raw: RawResponse): unknown {
   try {
@@ -129,7 +119,106 @@ function parseWith<T>(
 
 /** A stable id for the panel of `apiKey` at this mother, safe to log and show (not the key). */
 export function panelIdOf(baseUrl: string, apiKey: string): string {
-  return createHash('sha256').update(`${baseUrl}\n${apiKey}`).digest('hex').slice(0, 32);
+  // The first 16 bytes as hex: a flat string, not a slice that keeps the whole digest alive.
+  return createHash('sha256').update(`${baseUrl}\n${apiKey}`).digest().toString('hex', 0, 16);
+}
+
+/**
+ * One panel's client: its key, secret and learned clock offset, over an endpoint it may share
+ * with every other panel at the same mother. A class whose methods live on the prototype, so a
+ * client costs a few hundred bytes (`panels` mode keeps one per panel). The key and secret are
+ * private fields: never enumerated, inspected or serialized.
+ */
+class SignedMotherClient implements MotherClient {
+  readonly panelId: string;
+  readonly #endpoint: MotherEndpoint;
+  readonly #apiKey: string;
+  readonly #apiSecret: string;
+  readonly #clock: SkewClock;
+  /** One derived key per purpose, so a MAC made for one use is worthless for another (made on first use). */
+  #localKeys: Map<string, Buffer> | undefined;
+
+  constructor(endpoint: MotherEndpoint, apiKey: string, apiSecret: string) {
+    this.#endpoint = endpoint;
+    this.#apiKey = apiKey;
+    this.#apiSecret = apiSecret;
+    this.#clock = new SkewClock(endpoint.now);
+    this.panelId = panelIdOf(endpoint.baseUrl, apiKey);
+  }
+
+  get baseUrl(): string {
+    return this.#endpoint.baseUrl;
+  }
+
+  get timeoutMs(): number {
+    return this.#endpoint.timeoutMs;
+  }
+
+  private async send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
+    const endpoint = this.#endpoint;
+    const raw = await sendSigned({ endpoint, apiKey: this.#apiKey, apiSecret: this.#apiSecret, clock: this.#clock, url, body, signal });
+    if (raw.status >= 200 && raw.status < 300) return raw;
+    throw errorFor(raw, endpoint.now(), this.#apiKey);
+  }
+
+  async checkLicense(options?: RequestOptions): Promise<LicenseResponse> {
+    const raw = await this.send(this.#endpoint.licenseUrl, '', options?.signal);
+    const answer = parseWith(licenseResponseSchema, raw, 'license');
+    if (answer.server_time !== undefined) this.#clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
+    return answer;
+  }
+
+  async pushRelease(release: Release, options?: RequestOptions): Promise<ReleaseResponse> {
+    return this.pushSerializedRelease(serializeRelease(validateRelease(release)), options);
+  }
+
+  async pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse> {
+    const raw = await this.send(this.#endpoint.releaseUrl, body, options?.signal);
+    return parseWith(releaseResponseSchema, raw, 'release');
+  }
+
+  clockOffsetMs(): number {
+    return this.#clock.offsetMs();
+  }
+
+  localMac(purpose: string, data: string): string {
+    this.#localKeys ??= new Map();
+    let key = this.#localKeys.get(purpose);
+    if (key === undefined) {
+      key = createHmac('sha256', this.#apiSecret).update(`panel-license-guard local state: ${purpose}`).digest();
+      this.#localKeys.set(purpose, key);
+    }
+    return createHmac('sha256', key).update(data, 'utf8').digest('hex');
+  }
+
+  toJSON(): { baseUrl: string } {
+    return { baseUrl: this.baseUrl };
+  }
+
+  [inspect.custom](): string {
+    return `MotherClient { baseUrl: '${this.baseUrl}' }`;
+  }
+}
+
+/**
+ * A client of panel `apiKey` at an endpoint already validated (`panels` mode: one endpoint per
+ * mother, shared). Throws when the key or secret is unusable, naming which.
+ */
+export function clientAt(endpoint: MotherEndpoint, apiKey: string, apiSecret: string): MotherClient {
+  const problems = new OptionProblems();
+  problems.redact(apiSecret);
+  problems.check(() => assertApiKey(apiKey), undefined);
+  problems.check(() => assertApiSecret(apiSecret), undefined);
+  problems.throwIfAny('createMotherClient');
+  return new SignedMotherClient(endpoint, apiKey, apiSecret);
+}
+
+/** The validated endpoint part of client options (throws like createMotherClient() on a bad one). */
+export function motherEndpoint(options: MotherEndpointOptions): MotherEndpoint {
+  const problems = new OptionProblems();
+  const endpoint = resolveEndpoint(options, problems);
+  problems.throwIfAny('createMotherClient');
+  return endpoint;
 }
 
 export function createMotherClient(options: MotherClientOptions): MotherClient {
@@ -140,88 +229,7 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   const { apiKey, apiSecret } = options;
   problems.check(() => assertApiKey(apiKey), undefined);
   problems.check(() => assertApiSecret(apiSecret), undefined);
-  problems.check(() => {
-    if (options.allowInsecureHttp !== undefined && typeof options.allowInsecureHttp !== 'boolean')
-      throw optionError('allowInsecureHttp', `must be true or false, received ${JSON.stringify(options.allowInsecureHttp)}`, 'Leave it out to require https.');
-  }, undefined);
-  const allowInsecureHttp = options.allowInsecureHttp === true;
-  const base = problems.check(() => parseBaseUrl(options.baseUrl, allowInsecureHttp), new URL('https://invalid.invalid/'));
-  const timeoutMs = problems.check(() => timerMs('timeoutMs', options.timeoutMs, 10_000), 10_000);
-  const maxResponseBytes = problems.check(() => positiveInteger('maxResponseBytes', options.maxResponseBytes, 1024 * 1024), 0);
-  const fetchImpl = problems.check(() => optionalFunction<FetchLike>('fetch', options.fetch), undefined) ?? ((url, init) => globalThis.fetch(url, init));
-  const nowMs = problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now;
+  const endpoint = resolveEndpoint(options, problems);
   problems.throwIfAny('createMotherClient');
-  const clock = createSkewClock(nowMs);
-  const licenseUrl = endpointUrl(base, 'license.php');
-  const releaseUrl = endpointUrl(base, 'release.php');
-  // One derived key per purpose, so a MAC made for one use is worthless for another.
-  const localKeys = new Map<string, Buffer>();
-
-  /**
-   * Signs and sends; on a 401 whose Date shows our clock far off, corrects it and retries once.
-   * Both attempts share one `timeoutMs` budget (measured on the monotonic clock), so a call never
-   * outlives `timeoutMs`: the outbox relies on that to keep every push inside its lease.
-   */
-  async function send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
-    const bytes = body === '' ? EMPTY : Buffer.from(body, 'utf8');
-    const deadline = performance.now() + timeoutMs;
-    for (let attempt = 0; ; attempt++) {
-      const budgetMs = Math.ceil(deadline - performance.now());
-      if (budgetMs <= 0) throw new TimeoutError(timeoutMs);
-      const headers: Record<string, string> = {
-        ...signRequest({ apiKey, apiSecret, body: bytes, timestamp: clock.nowSeconds() }),
-        Accept: 'application/json',
-        'User-Agent': USER_AGENT,
-      };
-      if (bytes.byteLength > 0) headers['Content-Type'] = 'application/json';
-      const raw = await postOnce({
-        fetch: fetchImpl,
-        url,
-        headers,
-        body: bytes,
-        timeoutMs: budgetMs,
-        timeoutLabelMs: timeoutMs,
-        maxResponseBytes,
-        nowMs,
-        signal,
-      });
-      if (raw.status >= 200 && raw.status < 300) return raw;
-      if (raw.status === 401 && attempt === 0 && clock.fromDateHeader(raw.headers.get('date'), raw.sentAtMs, raw.receivedAtMs)) continue;
-      throw errorFor(raw, nowMs(), apiKey);
-    }
-  }
-
-  async function pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse> {
-    const raw = await send(releaseUrl, body, options?.signal);
-    return parseWith(releaseResponseSchema, raw, 'release');
-  }
-
-  const client: MotherClient = {
-    baseUrl: base.toString(),
-    timeoutMs,
-    panelId: panelIdOf(base.toString(), apiKey),
-    async checkLicense(options) {
-      const raw = await send(licenseUrl, '', options?.signal);
-      const answer = parseWith(licenseResponseSchema, raw, 'license');
-      if (answer.server_time !== undefined) clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
-      return answer;
-    },
-    async pushRelease(release, options) {
-      return pushSerializedRelease(serializeRelease(validateRelease(release)), options);
-    },
-    pushSerializedRelease,
-    clockOffsetMs: () => clock.offsetMs(),
-    localMac(purpose, data) {
-      let key = localKeys.get(purpose);
-      if (key === undefined) {
-        key = createHmac('sha256', apiSecret).update(`panel-license-guard local state: ${purpose}`).digest();
-        localKeys.set(purpose, key);
-      }
-      return createHmac('sha256', key).update(data, 'utf8').digest('hex');
-    },
-  };
-  // The secret lives only in this closure, but say so explicitly for inspect/JSON as well.
-  Object.defineProperty(client, inspect.custom, { value: () => `MotherClient { baseUrl: '${client.baseUrl}' }` });
-  Object.defineProperty(client, 'toJSON', { value: () => ({ baseUrl: client.baseUrl }) });
-  return client;
+  return new SignedMotherClient(endpoint, apiKey, apiSecret);
 }

@@ -5,6 +5,8 @@ import { parseIsoDate } from '../text.js';
 /** A wall clock that went back by more than this (across a restart) is treated as tampering. */
 export const CLOCK_TOLERANCE_MS = 5 * 60_000;
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** One function for every clock (a default written inline would be a closure per panel). */
+const monotonicNow = () => performance.now();
 
 export interface GraceInput {
   /** Local wall time (ms) the last verified verdict arrived. */
@@ -33,8 +35,9 @@ export class GraceClock {
 
   constructor(
     private readonly wall: () => number,
-    private readonly offsetMs: () => number,
-    private readonly monotonic: () => number = () => performance.now(),
+    /** The mother's clock minus ours (the panel's client, which measures it). */
+    private readonly offset: { clockOffsetMs(): number },
+    private readonly monotonic: () => number = monotonicNow,
   ) {}
 
   /** Reads the wall clock and remembers the latest reading ever seen. */
@@ -82,7 +85,7 @@ export class GraceClock {
     const byGrace = gracePeriodMs - elapsed;
     const expiryDay = parseIsoDate(expiresAt);
     if (expiryDay === null) return byGrace;
-    const motherNow = Math.max(this.highWater + this.offsetMs(), serverTime === null ? Number.NEGATIVE_INFINITY : serverTime * 1000 + elapsed);
+    const motherNow = Math.max(this.highWater + this.offset.clockOffsetMs(), serverTime === null ? Number.NEGATIVE_INFINITY : serverTime * 1000 + elapsed);
     return Math.min(byGrace, expiryDay + DAY_MS - motherNow);
   }
 }

@@ -16,30 +16,40 @@ export interface PanelCredentials {
 }
 
 /**
- * A known host: its panel's credentials, the panel's id (shown in status and events; from the
- * key) and the key its runtime is kept under (key and secret: the same key with another secret
- * is another panel, so one host's wrong secret never acts for another host, and a rotated secret
- * takes effect). Computed once, when resolved.
+ * A known host: its panel's credentials and the key its runtime is kept under (the panel id and
+ * a print of the secret: the same key with another secret is another panel, so one host's wrong
+ * secret never acts for another host, and a rotated secret takes effect). Computed once, when
+ * resolved; an unchanged answer keeps the same object (one per host, however often it is asked).
  */
-export type Resolution = { kind: 'panel'; credentials: PanelCredentials; panelId: string; runtimeKey: string } | { kind: 'unknown' };
-
-interface Answer {
-  resolution: Resolution;
-  /** After this (epoch ms) the answer is asked again: in the background for a known panel. */
+export interface PanelResolution {
+  kind: 'panel';
+  credentials: PanelCredentials;
+  runtimeKey: string;
+  /** After this (epoch ms) the host is asked again, in the background. */
   freshUntil: number;
 }
 
+export type Resolution = PanelResolution | { kind: 'unknown' };
+
 export interface HostResolverOptions {
   resolve: (host: string) => PanelCredentials | null | undefined | Promise<PanelCredentials | null | undefined>;
-  /** Hosts remembered (least recently used forgotten first). */
+  /** Hosts with a panel remembered (least recently used forgotten first). */
   max: number;
+  /** Hosts without one remembered, apart (a flood of these never pushes a known host out). */
+  unknownMax: number;
   resolveTtlMs: number;
   unknownTtlMs: number;
   timeoutMs: number;
-  /** The ids of the panel these credentials belong to; throws when they cannot be used (a bad key). */
-  idsOf: (credentials: PanelCredentials) => { panelId: string; runtimeKey: string };
+  /** The key of the panel these credentials belong to; throws when they cannot be used (a bad key). */
+  runtimeKeyOf: (credentials: PanelCredentials) => string;
   now: () => number;
   onError: (error: Error) => void;
+  /**
+   * A host's answer moved it to another panel runtime (a rotated secret): the old one must stop
+   * checking at once, or it would keep checking with the old secret, and lock, under the same
+   * panel id.
+   */
+  onMoved?: (runtimeKey: string) => void;
 }
 
 export interface HostResolver {
@@ -53,6 +63,9 @@ export interface HostResolver {
 
 const UNKNOWN: Resolution = { kind: 'unknown' };
 
+const sameCredentials = (a: PanelCredentials, b: PanelCredentials) =>
+  a.apiKey === b.apiKey && a.apiSecret === b.apiSecret && a.baseUrl === b.baseUrl && a.panel === b.panel;
+
 const optionalString = (value: unknown) => value === undefined || (typeof value === 'string' && value !== '');
 
 function credentialsFrom(value: unknown): PanelCredentials | undefined {
@@ -65,21 +78,31 @@ function credentialsFrom(value: unknown): PanelCredentials | undefined {
 
 export function createHostResolver(options: HostResolverOptions): HostResolver {
   // Capped by count; an entry is a host of at most 253 characters and its answer. Unknown hosts
-  // have a cache of their own, so a flood of junk Host headers never pushes a known host out.
-  const answers = new LRUCache<string, Answer>({ max: options.max });
-  const unknown = new LRUCache<string, Answer>({ max: options.max });
+  // have a cache of their own (host → when to ask again), so a flood of junk Host headers never
+  // pushes a known host out.
+  const answers = new LRUCache<string, PanelResolution>({ max: options.max });
+  const unknown = new LRUCache<string, number>({ max: options.unknownMax });
   let closed = false;
   const asking = new Map<string, Promise<Resolution>>();
 
-  function remember(host: string, resolution: Resolution, ttlMs: number): Resolution {
-    const answer = { resolution, freshUntil: options.now() + ttlMs };
-    if (resolution.kind === 'panel') {
-      answers.set(host, answer);
-      unknown.delete(host);
-    } else {
-      unknown.set(host, answer);
-      answers.delete(host);
+  function rememberPanel(host: string, credentials: PanelCredentials, runtimeKey: string, ttlMs: number): Resolution {
+    const freshUntil = options.now() + ttlMs;
+    unknown.delete(host);
+    const previous = answers.peek(host);
+    if (previous !== undefined && previous.runtimeKey === runtimeKey && sameCredentials(previous.credentials, credentials)) {
+      previous.freshUntil = freshUntil;
+      return previous;
     }
+    const resolution: PanelResolution = { kind: 'panel', credentials, runtimeKey, freshUntil };
+    answers.set(host, resolution);
+    if (previous !== undefined && previous.runtimeKey !== runtimeKey) options.onMoved?.(previous.runtimeKey);
+    return resolution;
+  }
+
+  function remember(host: string, resolution: Resolution, ttlMs: number): Resolution {
+    if (resolution.kind === 'panel') return rememberPanel(host, resolution.credentials, resolution.runtimeKey, ttlMs);
+    unknown.set(host, options.now() + ttlMs);
+    answers.delete(host);
     return resolution;
   }
 
@@ -102,26 +125,26 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       const credentials = credentialsFrom(value);
       if (!credentials)
         return refuse(host, `the panels resolver returned no { apiKey, apiSecret } strings (and optional non-empty baseUrl, panel) for ${host}`);
-      let ids: { panelId: string; runtimeKey: string };
+      let runtimeKey: string;
       try {
-        ids = options.idsOf(credentials);
+        runtimeKey = options.runtimeKeyOf(credentials);
       } catch (error) {
         return refuse(host, `the panels resolver returned unusable credentials for ${host}: ${describeError(error)}`);
       }
-      return remember(host, { kind: 'panel', credentials, ...ids }, options.resolveTtlMs);
+      return rememberPanel(host, credentials, runtimeKey, options.resolveTtlMs);
     } catch (error) {
       // Never a secret in the message: only what went wrong and for which host.
       options.onError(new Error(`panel-license-guard: ${describeError(error)}`, { cause: error }));
       // A host that had a panel keeps it while the resolver fails (asked again after unknownTtlMs).
-      const previous = answers.peek(host)?.resolution;
-      return remember(host, previous?.kind === 'panel' ? previous : UNKNOWN, options.unknownTtlMs);
+      const previous = answers.peek(host);
+      return remember(host, previous ?? UNKNOWN, options.unknownTtlMs);
     } finally {
       clearTimeout(timer);
     }
   }
 
   function resolve(host: string): Promise<Resolution> {
-    if (closed) return Promise.resolve(answers.peek(host)?.resolution ?? UNKNOWN);
+    if (closed) return Promise.resolve(answers.peek(host) ?? UNKNOWN);
     let pending = asking.get(host);
     if (!pending) {
       pending = ask(host).finally(() => asking.delete(host));
@@ -136,11 +159,13 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
      * never wait for the resolver once a host is known. An expired unknown host is asked again.
      */
     cached(host) {
-      const answer = answers.get(host) ?? unknown.get(host);
-      if (answer === undefined || answer.freshUntil > options.now()) return answer?.resolution;
-      if (answer.resolution.kind !== 'panel') return undefined;
-      if (!closed) void resolve(host);
-      return answer.resolution;
+      const known = answers.get(host);
+      if (known === undefined) {
+        const askAgainAt = unknown.get(host);
+        return askAgainAt !== undefined && askAgainAt > options.now() ? UNKNOWN : undefined;
+      }
+      if (known.freshUntil <= options.now() && !closed) void resolve(host);
+      return known;
     },
     resolve,
     close() {

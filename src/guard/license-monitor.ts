@@ -2,7 +2,6 @@
 
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { LRUCache } from 'lru-cache';
 import type { LicenseResponse } from '../client/license-response.js';
 import { errorCodeOf, LocalStateError } from '../errors.js';
 import { describeError, type LogFields, withPrefix } from '../logger.js';
@@ -32,16 +31,34 @@ export interface ChangeEvent {
   reason: string | null;
 }
 
-export class LicenseMonitor extends EventEmitter {
+/** `panels` mode: where a panel's monitor sends its events and errors (the guard's listeners, with the panel id). */
+export interface MonitorRelay {
+  /** A new entry: what requests get may have changed. */
+  moved(): void;
+  event(name: 'change' | 'lock' | 'unlock', change: ChangeEvent): void;
+  /** Returns false when nobody listens there: the monitor logs the error instead. */
+  error(error: unknown): boolean;
+}
+
+type Listener = (payload: unknown) => void;
+
+export class LicenseMonitor {
+  /**
+   * The host app's listeners (single-panel mode), made on the first `on()`: in `panels` mode a
+   * panel's events go through its relay, and an emitter per panel would cost ~300 bytes each.
+   */
+  private emitter: EventEmitter | undefined;
   private readonly config: GuardConfig;
   /**
-   * The verdict cache the request path reads: keyed by panel, one per guard, so guards never
-   * share or reset each other's state (a second app, a hot reload, tests).
+   * The verdict the request path reads: one per monitor (a guard, or one panel of `panels` mode),
+   * so guards never share or reset each other's state. A plain field, replaced whole on every
+   * move: reading it is one property load, and it costs nothing per panel beyond the entry itself
+   * (a cache per monitor cost ~2 KiB per panel at 100,000 panels).
    */
-  private readonly cache = new LRUCache<string, VerdictEntry>({ max: 16 });
-  private readonly initial: VerdictEntry;
+  private current: VerdictEntry;
   private graceTimer: NodeJS.Timeout | undefined;
-  private writes: Promise<void> = Promise.resolve();
+  /** The state file writes in order (none until the first: `panels` mode never writes one). */
+  private writes: Promise<void> | undefined;
   private closed = false;
   get isClosed(): boolean {
     return this.closed;
@@ -56,15 +73,22 @@ export class LicenseMonitor extends EventEmitter {
   peerFailures = 0;
 
   constructor(config: GuardConfig) {
-    super();
     this.config = config;
-    this.clock = new GraceClock(config.now, () => config.client.clockOffsetMs());
-    this.initial = this.entryFor('pending', undefined, null, null, null);
-    this.cache.set(config.panelKey, this.initial);
+    this.clock = new GraceClock(config.now, config.client);
+    this.current = this.entryFor('pending', undefined, null, null, null);
+  }
+
+  on(event: string, listener: Listener): void {
+    this.emitter ??= new EventEmitter();
+    this.emitter.on(event, listener);
+  }
+
+  off(event: string, listener: Listener): void {
+    this.emitter?.off(event, listener);
   }
 
   get entry(): VerdictEntry {
-    return this.cache.get(this.config.panelKey) ?? this.initial;
+    return this.current;
   }
 
   /** Grace left for the current verdict, in ms (≤ 0: run out); null outside `grace`. */
@@ -155,7 +179,7 @@ export class LicenseMonitor extends EventEmitter {
     const { verdict, lastSuccessAt } = this.entry;
     if (!stateFile || !stateMac || verdict === undefined || lastSuccessAt === null) return;
     const stored = { verdict, lastSuccessAt: Math.floor(lastSuccessAt), savedAt: Math.floor(this.clock.latestSeen()) };
-    this.writes = this.writes.then(() => writeStateFile(stateFile, panelKey, stateMac, stored)).catch((e: unknown) => this.report(e));
+    this.writes = (this.writes ?? Promise.resolve()).then(() => writeStateFile(stateFile, panelKey, stateMac, stored)).catch((e: unknown) => this.report(e));
   }
 
   /** Locks when the grace period (or the license's expiry day) has passed while failing. */
@@ -196,7 +220,7 @@ export class LicenseMonitor extends EventEmitter {
   close(): Promise<void> {
     this.closed = true;
     if (this.graceTimer) clearTimeout(this.graceTimer);
-    return this.writes;
+    return this.writes ?? Promise.resolve();
   }
 
   /** The status as `guard.status()` shows it: what the monitor knows, plus what the scheduler knows. */
@@ -221,7 +245,8 @@ export class LicenseMonitor extends EventEmitter {
     const state = transition(previous, event);
     const entryReason = state === 'locked' || state === 'pending' ? reason : null;
     // Rebuilt on every check (minutes apart), so daysLeft and the lock page never go stale.
-    this.cache.set(this.config.panelKey, this.entryFor(state, verdict, lastSuccessAt, verdict?.server_time ?? null, entryReason));
+    this.current = this.entryFor(state, verdict, lastSuccessAt, verdict?.server_time ?? null, entryReason);
+    this.relay?.moved();
     if (state !== 'grace' && this.graceTimer) clearTimeout(this.graceTimer);
     if (state === previous) return;
     this.config.telemetry.transition({ panel: this.config.panelKey, state, previous });
@@ -230,6 +255,12 @@ export class LicenseMonitor extends EventEmitter {
     if (state === 'locked') this.safeEmit('lock', change);
     if (previous === 'locked' && state === 'active') this.safeEmit('unlock', change);
   }
+
+  /**
+   * `panels` mode: the panel's relay to the guard's listeners, set by its runtime (one object
+   * per panel, no listener closures).
+   */
+  relay: MonitorRelay | undefined;
 
   private entryFor(
     state: LicenseState,
@@ -245,8 +276,11 @@ export class LicenseMonitor extends EventEmitter {
    * Calls each listener on its own: one that throws (whatever it throws) is logged, never turns
    * a verified verdict into a failed check, and does not keep the next listener from running.
    */
-  private safeEmit(event: string, payload: unknown): void {
-    for (const listener of this.rawListeners(event) as ((payload: unknown) => void)[]) {
+  private safeEmit(event: 'change' | 'lock' | 'unlock' | 'error', payload: unknown): void {
+    const { relay } = this;
+    const listeners = (this.emitter?.rawListeners(event) ?? []) as Listener[];
+    if (relay !== undefined && event !== 'error') listeners.push((change) => relay.event(event, change as ChangeEvent));
+    for (const listener of listeners) {
       try {
         listener.call(this, payload);
       } catch (error) {
@@ -260,18 +294,13 @@ export class LicenseMonitor extends EventEmitter {
   }
 
   /**
-   * `panels` mode: where errors go first (the guard's own 'error' listeners, with the panel id);
-   * returns false when nobody listens there, and the error is logged instead.
-   */
-  forwardErrors: ((error: unknown) => boolean) | undefined;
-
-  /**
    * Errors go to 'error' listeners when there are any, else to the logger with structured fields
    * (`event` defaults to the error's code in snake case): never an unhandled throw.
    */
   report(error: unknown, fields: Partial<LogFields> = {}): void {
-    if (this.forwardErrors?.(error)) return;
-    if (this.listenerCount('error') > 0) {
+    // `panels` mode: the guard's own 'error' listeners first, with the panel id.
+    if (this.relay?.error(error)) return;
+    if ((this.emitter?.listenerCount('error') ?? 0) > 0) {
       this.safeEmit('error', error);
       return;
     }

@@ -1,6 +1,6 @@
 // `panels` mode: one guard, any number of panels, each chosen per request by its host. The
-// request path of a known host is two cache reads; resolving a new host and its first check are
-// the only waits, bounded as at start-up.
+// request path of a known host is one map read (its route) and the panel's ready-made verdict;
+// resolving a new host and its first check are the only waits, bounded as at start-up.
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
@@ -8,12 +8,13 @@ import { errorCodeOf } from '../errors.js';
 import { withPrefix } from '../logger.js';
 import { createCheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
-import { createHostResolver, type Resolution } from './host-resolver.js';
+import { createHostResolver, type PanelResolution } from './host-resolver.js';
 import type { LicenseGuard } from './license-guard.js';
 import { wantsJson } from './lock-response.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
-import { requestHost } from './request-host.js';
+import { hostKey, requestHost } from './request-host.js';
 import { serveVerdict } from './serve-verdict.js';
+import type { GuardSnapshot } from './snapshot.js';
 import { createStatusHandler } from './status-handler.js';
 import { attachInstruments } from './telemetry.js';
 
@@ -35,6 +36,31 @@ function sendUnknownHost(req: Request, res: Response, config: GuardConfig): void
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
+/**
+ * How long a host's route serves requests on its own before the full path runs again for it
+ * (which refreshes the caches' recency and starts the resolver's background refresh when due).
+ */
+const ROUTE_MS = 30_000;
+
+/**
+ * A host as received (`hostKey(req)`) → what its requests get while the panel's verdict stands:
+ * the pre-built snapshot, the config to serve it with and your id of the panel. The request
+ * path reads this object and one field of the panel (its version), nothing else of it.
+ */
+interface Route {
+  panel: PanelRuntime;
+  /** The panel's `servingVersion` when this route was made: a newer one means the full path. */
+  version: number;
+  snapshot: GuardSnapshot;
+  /** The guard's shared config while the verdict does not lock; the panel's own when it does. */
+  config: GuardConfig;
+  /** Your id of the panel (`res.locals.panel`). */
+  tenant: string | undefined;
+  /** The window (guard's clock) in which the route serves on its own; outside it, the full path. */
+  from: number;
+  until: number;
+}
+
 export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   const panels = config.panels as NonNullable<GuardConfig['panels']>;
   const events = new EventEmitter();
@@ -46,12 +72,22 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   const resolver = createHostResolver({
     resolve: panels.resolve,
     max: panels.max * 4,
+    unknownMax: panels.max,
     resolveTtlMs: panels.resolveTtlMs,
     unknownTtlMs: panels.unknownTtlMs,
     timeoutMs: panels.resolveTimeoutMs,
-    idsOf: panels.idsOf,
+    runtimeKeyOf: panels.runtimeKeyOf,
     now: config.now,
     onError: report,
+    // A rotated secret: the old runtime stops checking at once. It is retired, as on eviction,
+    // so that another host still on the old secret (rare) resumes from its verdict, unwaited.
+    onMoved: (runtimeKey) => {
+      const panel = running.peek(runtimeKey);
+      if (panel === undefined) return;
+      const last = panel.retire();
+      running.delete(runtimeKey);
+      if (last) retired.set(runtimeKey, last);
+    },
   });
   /** Evicted panels' last verdicts: a panel that comes back resumes from it, within its grace. */
   const retired = new LRUCache<string, Retired>({ max: panels.max });
@@ -77,11 +113,41 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   });
 
   /**
+   * Routes by the host as received, bounded like the resolver's hosts (the oldest goes first).
+   * A route only ever points at a panel; whether that panel may serve is asked on every request.
+   */
+  const routes = new Map<string, Route>();
+  const maxRoutes = panels.max * 4;
+  function setRoute(key: string | undefined, panel: PanelRuntime, known: PanelResolution, now: number): void {
+    if (key === undefined || closed) return;
+    // Never past the resolver's answer (a host due to be asked again takes the full path), nor
+    // past the time the verdict stops serving as it is.
+    const until = Math.min(now + ROUTE_MS, known.freshUntil, panel.servableUntil(now));
+    if (until <= now) {
+      routes.delete(key);
+      return;
+    }
+    const { snapshot } = panel.monitor.entry;
+    const route: Route = {
+      panel,
+      version: panel.servingVersion,
+      snapshot,
+      // Serving an unlocked verdict reads only what every panel shares (domains, allow-list).
+      config: snapshot.lock === undefined ? config : panel.config,
+      tenant: known.credentials.panel,
+      from: now,
+      until,
+    };
+    if (!routes.has(key) && routes.size >= maxRoutes) routes.delete(routes.keys().next().value as string);
+    routes.set(key, route);
+  }
+
+  /**
    * The panel of a known host. A new one checks at once (its first requests wait for it); one
    * evicted before resumes from its last verdict and is checked in its turn under the per-second
    * cap, so eviction churn never bypasses the bound on mother traffic.
    */
-  function panelFor(host: string, known: Extract<Resolution, { kind: 'panel' }>): PanelRuntime {
+  function panelFor(known: PanelResolution): PanelRuntime {
     let panel = running.get(known.runtimeKey);
     if (!panel) {
       panel = new PanelRuntime(config, known.credentials, known.runtimeKey, spreader, events);
@@ -91,32 +157,9 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       if (last && panel.restore(last)) {
         panel.sync?.resume();
         spreader.scheduleAt(panel.key, config.now());
-      } else panel.firstCheck = panel.start();
+      } else panel.awaitFirst(panel.start());
     }
-    followHost(host, known.runtimeKey);
     return panel;
-  }
-
-  /**
-   * Which runtime each host uses. When a host's answer moves it to another runtime (a rotated
-   * secret) and no other host uses the old one, the old one goes at once: otherwise it would
-   * keep checking with the old secret, and lock, under the same panel id.
-   */
-  const runtimeOfHost = new Map<string, string>();
-  const hostsOfRuntime = new Map<string, number>();
-  function followHost(host: string, key: string): void {
-    const previous = runtimeOfHost.get(host);
-    if (previous === key) return;
-    runtimeOfHost.set(host, key);
-    hostsOfRuntime.set(key, (hostsOfRuntime.get(key) ?? 0) + 1);
-    if (previous === undefined) return;
-    const left = (hostsOfRuntime.get(previous) ?? 1) - 1;
-    if (left > 0) hostsOfRuntime.set(previous, left);
-    else {
-      hostsOfRuntime.delete(previous);
-      retired.delete(previous);
-      running.delete(previous);
-    }
   }
 
   /** Waits for a panel's first check, at most `startupTimeoutMs`: a timer, never I/O of its own. */
@@ -130,6 +173,28 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
         resolve();
       });
     });
+  }
+
+  /**
+   * A request for a host routed lately, whose panel's verdict serves as it is (no first check,
+   * not idle, not stale): one map read, one clock read and the verdict's ready-made locals, with
+   * as little memory touched as can be (at 1,000 panels that memory is what costs: cache misses).
+   * Everything else takes the full path.
+   */
+  function handleRouted(req: Request, res: Response, next: NextFunction): void {
+    const key = hostKey(req);
+    const route = key === undefined ? undefined : routes.get(key);
+    if (route !== undefined) {
+      const now = config.now();
+      const { panel } = route;
+      if (route.version === panel.servingVersion && now >= route.from && now < route.until) {
+        panel.lastRequestAt = now;
+        res.locals.panel = route.tenant;
+        serveVerdict(req, res, next, route.config, route.snapshot, panel);
+        return;
+      }
+    }
+    handle(req, res, next, false, false);
   }
 
   /** `resolved`: the host's resolver call is over; `waited`: so is the wait for the panel's verdict. */
@@ -149,7 +214,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       return;
     }
     // After close(): the last verdicts still stand (as in single-panel mode); nothing new starts.
-    const panel = closed ? running.peek(known.runtimeKey) : panelFor(host as string, known);
+    const panel = closed ? running.peek(known.runtimeKey) : panelFor(known);
     if (!panel) {
       sendUnknownHost(req, res, config);
       return;
@@ -160,7 +225,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       // Back after idling: checked again, and not trusted beyond its grace meanwhile.
       panel.idle = false;
       if (panel.stale(now)) panel.distrust();
-      panel.firstCheck = panel.check();
+      panel.awaitFirst(panel.check());
     }
     const { snapshot } = panel.monitor.entry;
     const mustWait = snapshot.state === 'pending' || panel.stale(now);
@@ -172,10 +237,12 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     }
     // Your id of the panel (from the resolver), so an upload route can enqueue without a lookup.
     res.locals.panel = known.credentials.panel;
-    serveVerdict(req, res, next, panel.config, snapshot, panel.hooks);
+    setRoute(hostKey(req), panel, known, now);
+    serveVerdict(req, res, next, panel.config, snapshot, panel);
   }
 
-  const guard = ((req: Request, res: Response, next: NextFunction) => handle(req, res, next, false, false)) as LicenseGuard;
+  // The middleware is the routed handler itself: no wrapper call per request.
+  const guard = handleRouted as LicenseGuard;
   Object.defineProperties(guard, {
     name: { value: 'licenseGuard' },
     // One state per panel: see status(host).
@@ -187,7 +254,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (canonical === undefined) return undefined;
     const known = resolver.cached(canonical) ?? (closed ? undefined : await resolver.resolve(canonical));
     if (known?.kind !== 'panel') return undefined;
-    return closed ? running.peek(known.runtimeKey) : panelFor(canonical, known);
+    return closed ? running.peek(known.runtimeKey) : panelFor(known);
   }
   guard.start = async () => 'pending';
   guard.refresh = async (host?: string) => {
@@ -198,6 +265,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   };
   guard.close = async () => {
     closed = true;
+    routes.clear();
     resolver.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.

@@ -1,6 +1,7 @@
 // One panel of `panels` mode: its client, its verdict (a LicenseMonitor of its own, so nothing of
 // one panel reaches another), its checks, and when a request last asked for it.
 import type { EventEmitter } from 'node:events';
+import type { Request } from 'express';
 import type { LicenseResponse } from '../client/license-response.js';
 import { describeError } from '../logger.js';
 import type { ClusterSync } from '../store/cluster-sync.js';
@@ -9,10 +10,10 @@ import type { CheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
 import type { LicenseStatus } from './license-guard.js';
-import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
+import { type ChangeEvent, LicenseMonitor, type MonitorRelay } from './license-monitor.js';
 import { retryDelay } from './poller.js';
 import { requestHost } from './request-host.js';
-import { type ServeHooks, uncheckedDomainWarning } from './serve-verdict.js';
+import { type ServeHooks, warnUncheckedDomain } from './serve-verdict.js';
 import { checkResult, type PanelReading } from './telemetry.js';
 
 /** An evicted panel's last verified verdict. */
@@ -25,26 +26,52 @@ export interface Retired {
   retiredAtMono: number;
 }
 
+/** The longest a verdict is judged servable before it is worked out again. */
+const SERVABLE_RECKON_MS = 5000;
+
 /** The hosts a panel refused as not licensed, reported once each (bounded). */
 const MAX_REPORTED_HOSTS = 32;
 
-export class PanelRuntime {
+/**
+ * One panel in memory. Kept lean, since a process may hold 100,000 of them: the guard's config is
+ * this panel's prototype (three own fields), its hooks and relays are methods of this class
+ * rather than closures, and what few panels need (refused hosts, a check's abort) is made on use.
+ */
+export class PanelRuntime implements ServeHooks, MonitorRelay {
+  /**
+   * Bumped whenever what a request gets may change (a new verdict, idling, closing): a route
+   * made before it takes the full path. First of the fields, next to `lastRequestAt`, so that
+   * the request path touches one line of this object.
+   */
+  servingVersion = 0;
+  lastRequestAt: number;
   readonly id: string;
   readonly config: GuardConfig;
   readonly monitor: LicenseMonitor;
-  readonly hooks: ServeHooks;
-  lastRequestAt: number;
-  idle = false;
+  private idleNow: boolean = false;
   /** With a store: this panel's share of the cluster (one check per slot among the instances). */
   readonly sync: ClusterSync | undefined;
   private failures = 0;
   /** The next check scheduled is this instance's retry (it ran the failing check), not a regular slot. */
   private retrying = false;
   private checking: Promise<void> | undefined;
-  /** The first check (or the first after idling), which requests may wait for. */
+  /** The first check (or the first after idling) while it runs: requests may wait for it. */
   firstCheck: Promise<void> | undefined;
-  private readonly reportedHosts = new Set<string>();
-  private readonly closing = new AbortController();
+
+  /** Makes `check` the one requests wait for, until it settles (then nothing is kept). */
+  awaitFirst(check: Promise<void>): void {
+    const first = check
+      .catch(() => {})
+      .finally(() => {
+        if (this.firstCheck === first) this.firstCheck = undefined;
+      });
+    this.firstCheck = first;
+  }
+  private reportedHosts: Set<string> | undefined;
+  private warnedUnchecked = false;
+  private closed = false;
+  /** Aborts the check in flight on close(), so its timer cannot keep the process alive. */
+  private inFlight: AbortController | undefined;
 
   constructor(
     shared: GuardConfig,
@@ -52,46 +79,79 @@ export class PanelRuntime {
     /** Where the guard keeps it, and its name in the check spreader (key and secret). */
     readonly key: string,
     private readonly spreader: CheckSpreader,
-    events: EventEmitter,
+    private readonly events: EventEmitter,
   ) {
     const client = (shared.panels as NonNullable<GuardConfig['panels']>).clientFor(credentials);
     this.id = client.panelId;
-    this.config = { ...shared, client, panelKey: client.panelId, storeMac: (data) => client.localMac('license-store', data) };
-    this.monitor = new LicenseMonitor(this.config);
-    this.sync = createPanelSync(this.config, this.monitor, {
+    const config: GuardConfig = Object.create(shared);
+    config.client = client;
+    config.panelKey = client.panelId;
+    if (shared.store !== undefined) config.storeMac = (data) => client.localMac('license-store', data);
+    this.config = config;
+    this.monitor = new LicenseMonitor(config);
+    // The guard's listeners hear of this panel's changes and errors, with its id.
+    this.monitor.relay = this;
+    this.sync = createPanelSync(config, this.monitor, {
       onPeerRecord: (record) => this.peerChecked(record.failures),
       checkNow: () => void this.check(),
     });
     this.lastRequestAt = shared.now();
-    const tag = { panel: this.id };
-    for (const name of ['change', 'lock', 'unlock'] as const) this.monitor.on(name, (change: ChangeEvent) => events.emit(name, { ...change, ...tag }));
-    // The guard's 'error' listeners hear of this panel's errors (with its id); without any, the
-    // monitor logs them, its fields naming the panel.
-    this.monitor.forwardErrors = (error) => {
-      if (events.listenerCount('error') === 0) return false;
-      try {
-        events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), tag));
-      } catch (thrown) {
-        shared.logger.error(`panel-license-guard: an 'error' listener threw: ${describeError(thrown)}`, {
-          event: 'listener_threw',
-          listener: 'error',
-          panel: this.id,
-        });
-      }
-      return true;
-    };
-    this.hooks = {
-      onUncheckedDomain: uncheckedDomainWarning(this.config, this.id),
-      onMisdirected: (req, licensed) => {
-        const host = requestHost(req) ?? '(not a host name)';
-        if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
-        this.reportedHosts.add(host);
-        this.monitor.report(
-          new Error(`Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`),
-          { event: 'host_not_licensed', host },
-        );
-      },
-    };
+  }
+
+  /** No request for `idleMs`: not checked until the next one, which checks first if needed. */
+  get idle(): boolean {
+    return this.idleNow;
+  }
+
+  set idle(idle: boolean) {
+    this.idleNow = idle;
+    this.servingVersion++;
+  }
+
+  /** The monitor moved to a new entry: what requests get has changed. */
+  moved(): void {
+    this.servingVersion++;
+  }
+
+  /** The monitor's change, lock and unlock, as the guard's events (with the panel id). */
+  event(name: 'change' | 'lock' | 'unlock', change: ChangeEvent): void {
+    this.events.emit(name, { ...change, panel: this.id });
+  }
+
+  /**
+   * The guard's 'error' listeners hear of this panel's errors (with its id); without any, returns
+   * false and the monitor logs them, its fields naming the panel.
+   */
+  error(error: unknown): boolean {
+    const { events } = this;
+    if (events.listenerCount('error') === 0) return false;
+    try {
+      events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), { panel: this.id }));
+    } catch (thrown) {
+      this.config.logger.error(`panel-license-guard: an 'error' listener threw: ${describeError(thrown)}`, {
+        event: 'listener_threw',
+        listener: 'error',
+        panel: this.id,
+      });
+    }
+    return true;
+  }
+
+  onUncheckedDomain(): void {
+    if (this.warnedUnchecked) return;
+    this.warnedUnchecked = true;
+    warnUncheckedDomain(this.config, this.id);
+  }
+
+  onMisdirected(req: Request, licensed: string[]): void {
+    const host = requestHost(req) ?? '(not a host name)';
+    this.reportedHosts ??= new Set();
+    if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
+    this.reportedHosts.add(host);
+    this.monitor.report(new Error(`Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`), {
+      event: 'host_not_licensed',
+      host,
+    });
   }
 
   /** Checks now (concurrent calls share one check) and schedules the next: regular, or a retry. */
@@ -110,17 +170,20 @@ export class PanelRuntime {
     let applied: boolean;
     let answer: LicenseResponse | undefined;
     const began = performance.now();
+    const abort = new AbortController();
+    this.inFlight = abort;
     try {
-      answer = await client.checkLicense({ signal: this.closing.signal });
+      answer = await client.checkLicense({ signal: abort.signal });
       this.config.telemetry.check({ panel: this.id, result: checkResult(answer, null), durationMs: performance.now() - began });
       applied = this.monitor.verdictReceived(answer, now(), order);
     } catch (error) {
       failure = error;
-      if (!this.closing.signal.aborted)
-        this.config.telemetry.check({ panel: this.id, result: checkResult(undefined, error), durationMs: performance.now() - began });
+      if (!this.closed) this.config.telemetry.check({ panel: this.id, result: checkResult(undefined, error), durationMs: performance.now() - began });
       applied = this.monitor.checkFailed(error, now(), order, this.failures + 1);
+    } finally {
+      this.inFlight = undefined;
     }
-    if (this.closing.signal.aborted) return;
+    if (this.closed) return;
     if (!applied) {
       // A peer's later check arrived meanwhile and stands; if it contradicts our answer (the
       // license changed while both ran), ask once more: a check starting now orders after both.
@@ -157,7 +220,7 @@ export class PanelRuntime {
     sync.ensureSubscribed();
     const slot = this.spreader.slotOf(this.key, this.config.now());
     void sync.acquire(`slot:${slot}`, this.config.panels?.checkIntervalMs ?? 300_000).then((elected) => {
-      if (this.closing.signal.aborted) return;
+      if (this.closed) return;
       if (elected) return void this.check();
       this.spreader.scheduleRegular(this.key);
       sync.slotSkipped(String(slot));
@@ -172,7 +235,7 @@ export class PanelRuntime {
   async start(): Promise<void> {
     if (!this.sync) return this.check();
     const plan = await this.sync.start(this.config.startupTimeoutMs);
-    if (this.closing.signal.aborted) return;
+    if (this.closed) return;
     if (plan === 'check') return this.check();
     this.spreader.scheduleRegular(this.key);
   }
@@ -223,6 +286,22 @@ export class PanelRuntime {
     this.monitor.checkGraceEnd();
   }
 
+  /**
+   * Until when (the guard's clock) a request may be served from the current verdict as it is:
+   * not pending, not idle, not stale (what the full path would decide); 0 when it may not. At
+   * most `SERVABLE_RECKON_MS` ahead, which bounds how late a new clock offset is seen (the grace
+   * timer locks on time regardless).
+   */
+  servableUntil(now: number): number {
+    const { entry } = this.monitor;
+    if (this.idle || this.closed || entry.state === 'pending' || this.stale(now)) return 0;
+    let span = SERVABLE_RECKON_MS;
+    const { lastSuccessAt } = entry;
+    // Both bounds of stale(): the wall clock's grace, and the grace clock's (monotonic, expiry).
+    if (lastSuccessAt !== null) span = Math.min(span, lastSuccessAt + this.config.gracePeriodMs - now, this.monitor.remainingFor(entry.verdict, lastSuccessAt));
+    return span > 0 ? now + span : 0;
+  }
+
   /** The verdict is too old to trust without asking again (idle past its grace). */
   stale(now: number): boolean {
     const { lastSuccessAt, verdict } = this.monitor.entry;
@@ -246,7 +325,9 @@ export class PanelRuntime {
 
   /** Stops at once; the promise settles when the store's last write and unsubscribe have (bounded). */
   close(): Promise<void> {
-    this.closing.abort();
+    this.closed = true;
+    this.servingVersion++;
+    this.inFlight?.abort();
     this.spreader.cancel(this.key);
     void this.monitor.close();
     return this.sync?.close() ?? Promise.resolve();

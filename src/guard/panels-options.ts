@@ -1,5 +1,6 @@
 // `panels` (many panels in one deployment, chosen by host): validation, and the per-panel client.
 import { createHash } from 'node:crypto';
+import { createEndpointCache } from '../client/endpoints.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
 import { validatePanelId } from '../panel-id.js';
@@ -38,8 +39,8 @@ export interface ResolvedPanels {
   checkIntervalMs: number;
   /** A client for one panel, with the guard's `baseUrl`, `timeoutMs`, `allowInsecureHttp` and `fetch`. */
   clientFor: (credentials: PanelCredentials) => MotherClient;
-  /** The `panelId` that panel's client will have, and the key its runtime is kept under; throws on unusable credentials. */
-  idsOf: (credentials: PanelCredentials) => { panelId: string; runtimeKey: string };
+  /** The key a panel's runtime is kept under (its client's `panelId` and a print of the secret); throws on unusable credentials. */
+  runtimeKeyOf: (credentials: PanelCredentials) => string;
 }
 
 const KEYS = ['resolve', 'max', 'idleMs', 'resolveTtlMs', 'unknownTtlMs', 'resolveTimeoutMs', 'checkIntervalMs'];
@@ -67,19 +68,16 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
   if (resolve === undefined) problems.add(optionError('panels.resolve', 'is required', 'Pass async (host) => ({ apiKey, apiSecret }) or null.'));
   // A client with placeholder credentials checks `baseUrl` and the client options once, here.
   const clientOptions = {
-    baseUrl: options.baseUrl as string,
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
     ...(options.allowInsecureHttp === undefined ? {} : { allowInsecureHttp: options.allowInsecureHttp }),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   };
-  problems.check(() => createMotherClient({ ...clientOptions, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
-  /** A panel's client: the guard's options, at the panel's own mother when its answer names one. */
-  const clientOptionsOf = ({ apiKey, apiSecret, baseUrl }: PanelCredentials) => ({
-    ...clientOptions,
-    baseUrl: baseUrl ?? clientOptions.baseUrl,
-    apiKey,
-    apiSecret,
-  });
+  const baseUrl = options.baseUrl as string;
+  problems.check(() => createMotherClient({ ...clientOptions, baseUrl, apiKey: 'placeholder', apiSecret: 'placeholder-secret' }), undefined);
+  // A panel's client: the guard's options, at the panel's own mother when its answer names one;
+  // one endpoint per mother, shared by its panels' clients.
+  const endpoints = createEndpointCache(clientOptions);
+  const clientOf = (given: PanelCredentials) => endpoints.clientFor(given.baseUrl ?? baseUrl, given.apiKey, given.apiSecret);
   return {
     resolve: resolve ?? (() => null),
     max: problems.check(() => positiveInteger('panels.max', given.max, 10_000, 1, 1_000_000), 1),
@@ -88,14 +86,14 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     unknownTtlMs: problems.check(() => positiveInteger('panels.unknownTtlMs', given.unknownTtlMs, 30_000), 1),
     resolveTimeoutMs: problems.check(() => timerMs('panels.resolveTimeoutMs', given.resolveTimeoutMs, 5000), 1),
     checkIntervalMs: problems.check(() => positiveInteger('panels.checkIntervalMs', given.checkIntervalMs, 300_000, 10_000), 300_000),
-    clientFor: (credentials) => createMotherClient(clientOptionsOf(credentials)),
-    idsOf: (credentials) => {
+    clientFor: clientOf,
+    runtimeKeyOf: (credentials) => {
       // Building the client checks the key, secret and base URL before anything uses them; the
       // panel id covers the base URL, so one key at two mothers is two panels.
       if (credentials.panel !== undefined) validatePanelId(credentials.panel, 'the panels resolver');
-      const { panelId } = createMotherClient(clientOptionsOf(credentials));
-      const secretPrint = createHash('sha256').update(`runtime\n${credentials.apiSecret}`).digest('hex').slice(0, 16);
-      return { panelId, runtimeKey: `${panelId}:${secretPrint}` };
+      const { panelId } = clientOf(credentials);
+      const secretPrint = createHash('sha256').update(`runtime\n${credentials.apiSecret}`).digest().toString('hex', 0, 8);
+      return `${panelId}:${secretPrint}`;
     },
   };
 }

@@ -12,7 +12,9 @@ const IPV6 = /^\[[0-9a-f:.]{2,45}\]$/;
  */
 export function canonicalHost(value: unknown): string | undefined {
   if (typeof value !== 'string') return undefined;
-  let host = value.toLowerCase();
+  // The very string given when it is lower case already (a panel's host is kept, not a copy).
+  const lower = value.toLowerCase();
+  let host = lower === value ? value : lower;
   if (host.endsWith('.') && !host.endsWith('..')) host = host.slice(0, -1);
   if (IPV4.test(host) || IPV6.test(host)) return host;
   // A dotted name whose last label is all digits is a malformed address, not a name.
@@ -37,6 +39,20 @@ export function requestHost(req: Request): string | undefined {
     seen.set(raw, host);
   }
   return host;
+}
+
+/**
+ * A string that names the request's host as `req.hostname` would, without Express's getter (which
+ * reads the app's settings and two headers): the `Host` header as sent, port included, when no
+ * `X-Forwarded-Host` is present (Express then uses `Host` whatever `trust proxy` says), else
+ * `req.hostname` itself. Two requests with the same key have the same `req.hostname`; `panels`
+ * mode keys its routes by it.
+ */
+export function hostKey(req: Request): string | undefined {
+  const { headers } = req;
+  const forwarded = headers['x-forwarded-host'];
+  const key = forwarded === undefined || forwarded === '' ? headers.host : req.hostname;
+  return typeof key === 'string' ? key : undefined;
 }
 
 const MAX_HOST_LENGTH = 254;

@@ -36,16 +36,21 @@ export function serveVerdict(req: Request, res: Response, next: NextFunction, co
   sendLockResponse(req, res, next, config, snapshot);
 }
 
+/** Says that domains cannot be enforced for a license naming none (callers say it once). */
+export function warnUncheckedDomain(config: GuardConfig, panel: string | undefined): void {
+  const which = panel === undefined ? 'the license' : `the license of panel ${panel}`;
+  config.logger.warn(
+    `panel-license-guard: domains is '${config.domains.mode}', but ${which} names no domain to compare with (no custom_domain${config.domains.subdomainBase ? ' and no subdomain' : ', and no `subdomainBase` for its subdomain'}); requests are served from any host.`,
+    { event: 'domains_unchecked', panel: panel ?? (config.panelKey || undefined) },
+  );
+}
+
 /** Says once that domains cannot be enforced for a license naming none. */
 export function uncheckedDomainWarning(config: GuardConfig, panel: string | undefined): () => void {
   let warned = false;
   return () => {
     if (warned) return;
     warned = true;
-    const which = panel === undefined ? 'the license' : `the license of panel ${panel}`;
-    config.logger.warn(
-      `panel-license-guard: domains is '${config.domains.mode}', but ${which} names no domain to compare with (no custom_domain${config.domains.subdomainBase ? ' and no subdomain' : ', and no `subdomainBase` for its subdomain'}); requests are served from any host.`,
-      { event: 'domains_unchecked', panel: panel ?? (config.panelKey || undefined) },
-    );
+    warnUncheckedDomain(config, panel);
   };
 }

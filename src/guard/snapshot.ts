@@ -46,6 +46,24 @@ export interface LockBodies {
 
 export const REASON_MAX = 300;
 
+/** Distinct license locals kept for sharing; past this the table starts over. */
+const MAX_SHARED_LICENSES = 4096;
+const licenses = new Map<string, LicenseLocals>();
+
+/**
+ * One frozen object per distinct value: in `panels` mode most panels' locals are alike (same
+ * state, status, billing and expiry), and 100,000 copies would cost 8 MB for nothing.
+ */
+function sharedLicense(license: LicenseLocals): LicenseLocals {
+  const key = JSON.stringify(license);
+  const known = licenses.get(key);
+  if (known !== undefined) return known;
+  if (licenses.size >= MAX_SHARED_LICENSES) licenses.clear();
+  const frozen = Object.freeze(license);
+  licenses.set(key, frozen);
+  return frozen;
+}
+
 export function buildSnapshot(
   config: GuardConfig,
   state: LicenseState,
@@ -57,7 +75,7 @@ export function buildSnapshot(
   const branding = brandingFrom(panel, config.defaults);
   const cleanReason = reason === null ? null : (cleanText(reason, REASON_MAX) ?? null);
   const expiresAt = cleanText(panel?.expires_at, 10);
-  const license: LicenseLocals = Object.freeze({
+  const license = sharedLicense({
     state,
     active: state === 'active' || state === 'grace',
     reason: cleanReason,
