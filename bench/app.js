@@ -17,6 +17,14 @@ export const PANELS = {
   locked: { apiKey: 'bench-locked', apiSecret: 'bench-locked-secret', active: false, reason: 'License suspended for the benchmark.', panel: BENCH_PANEL },
 };
 
+/** Hosted panels for the many-panels variant: one host each, all with the same branding (same body). */
+export const HOSTED_COUNT = 1000;
+export const hostOf = (i) => `panel-${i}.bench.example`;
+/** The emulator's records of `count` hosted panels (host `hostOf(i)` is panel i). */
+export const hostedPanels = (count) =>
+  Array.from({ length: count }, (_, i) => ({ apiKey: `bench-hosted-${i}`, apiSecret: `bench-hosted-secret-${i}`, active: true, panel: BENCH_PANEL }));
+export const HOSTED_PANELS = hostedPanels(HOSTED_COUNT);
+
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escapeHtml = (value) => String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
@@ -63,11 +71,24 @@ async function redisStore(redisUrl) {
   return { store: redisLicenseStore({ client, prefix: `bench-${process.pid}:` }), client };
 }
 
+/** `panels` mode with HOSTED_COUNT panels by host, every one checked (active) before it serves. */
+async function panelsGuard(baseUrl) {
+  // As the README shows it: the resolver names your id of the panel too (res.locals.panel).
+  const byHost = new Map(HOSTED_PANELS.map(({ apiKey, apiSecret }, i) => [hostOf(i), { apiKey, apiSecret, panel: `tenant-${i}` }]));
+  const guard = licenseGuard({ baseUrl, panels: { resolve: (host) => byHost.get(host) ?? null, max: HOSTED_COUNT } });
+  for (let i = 0; i < HOSTED_COUNT; i += 50) {
+    const states = await Promise.all(Array.from({ length: Math.min(50, HOSTED_COUNT - i) }, (_, j) => guard.refresh(hostOf(i + j))));
+    if (states.some((state) => state !== 'active')) throw new Error(`bench: a hosted panel started in state ${states.find((s) => s !== 'active')}`);
+  }
+  return guard;
+}
+
 /**
  * Builds one variant. Resolves with `{ app, close }` once the app is ready to serve
  * (for guarded variants: once the first license check has settled).
  * - `bare`: the route alone. `guard`: behind an active licenseGuard. `helmet`: behind helmet().
  * - `guard-redis`: the same guard in cluster mode on a Redis store (`redisUrl`).
+ * - `panels`: `panels` mode with HOSTED_COUNT panels (requests rotate over their hosts).
  * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
  * - `locked`: behind a locked licenseGuard (every request gets the lock page).
  * - `static-lock`: a route that res.send()s `lockHtml` (the lock page's bytes) with the same status.
@@ -82,6 +103,9 @@ export async function buildApp({ variant, baseUrl, lockHtml, redisUrl }) {
     const state = await guard.start();
     const expected = variant === 'locked' ? 'locked' : 'active';
     if (state !== expected) throw new Error(`bench: the ${variant} guard started in state "${state}", expected "${expected}"`);
+    app.use(guard);
+  } else if (variant === 'panels') {
+    guard = await panelsGuard(baseUrl);
     app.use(guard);
   } else if (variant === 'noop') {
     app.use((_req, _res, next) => next());

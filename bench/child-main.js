@@ -1,6 +1,7 @@
 // Entry of every child process: serves one app variant on 127.0.0.1, or runs the mother emulator.
 import { createMotherEmulator } from 'panel-license-guard/testing';
-import { buildApp, PANELS } from './app.js';
+import { buildApp, HOSTED_COUNT, hostedPanels, PANELS } from './app.js';
+import { startProfile, stopProfile } from './cpu-profile.js';
 
 let emulator;
 
@@ -19,8 +20,9 @@ async function startServer(config) {
   return { info: { url: `http://127.0.0.1:${server.address().port}/` }, stop };
 }
 
-async function startEmulator() {
-  emulator = await createMotherEmulator({ panels: [PANELS.active, PANELS.locked] });
+/** The mother of every figure: the two panels of the app variants and `hosted` panels by host. */
+async function startEmulator({ hosted = HOSTED_COUNT }) {
+  emulator = await createMotherEmulator({ panels: [PANELS.active, PANELS.locked, ...hostedPanels(hosted)] });
   return { info: { url: emulator.url }, stop: () => emulator.close() };
 }
 
@@ -45,6 +47,11 @@ const handlers = {
     const { user, system } = process.cpuUsage();
     return { micros: user + system };
   },
+  profileStart: async () => {
+    await startProfile();
+    return {};
+  },
+  profileStop: async () => stopProfile(),
   releases: async () => ({ count: emulator.releases.length }),
   reset: async () => {
     emulator.reset();
@@ -56,7 +63,7 @@ let stop = async () => {};
 process.on('message', async (message) => {
   try {
     if (message.type === 'start') {
-      const started = message.role === 'emulator' ? await startEmulator() : await startServer(message);
+      const started = message.role === 'emulator' ? await startEmulator(message) : await startServer(message);
       stop = started.stop;
       process.send({ type: 'ready', ...started.info });
     } else if (message.type === 'close') {

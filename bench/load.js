@@ -10,8 +10,10 @@ const HEADERS = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9
  * Resolves with requests per second (completed requests / elapsed seconds) and the raw counts.
  * Socket errors or timeouts fail the benchmark: a figure built on failed requests means nothing.
  */
-export async function load(url, { duration, amount, connections = 32, expectStatus = 200 }) {
+export async function load(url, { duration, amount, connections = 32, expectStatus = 200, hosts }) {
   const options = { url, connections, pipelining: 1, headers: HEADERS, ...(amount ? { amount } : { duration }) };
+  // Each connection cycles through one request per host (the Host header picks the panel).
+  if (hosts) options.requests = hosts.map((host) => ({ headers: { ...HEADERS, host } }));
   const result = await autocannon(options);
   const total = result.requests.total;
   if (result.errors > 0 || result.timeouts > 0) throw new Error(`bench: ${url}: ${result.errors} errors, ${result.timeouts} timeouts`);

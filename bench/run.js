@@ -9,6 +9,7 @@ import { measureMetrics } from './metrics.js';
 import { measureOutbox } from './outbox.js';
 import { measurePostgresOutbox } from './outbox-postgres.js';
 import { measurePanels } from './panels.js';
+import { measurePanelsProfile } from './panels-profile.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
 import { postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
@@ -32,6 +33,7 @@ const SETTINGS = quick
       cluster: { flips: 4, slotSeconds: 3 },
       postgres: { rounds: 1, count: 100, concurrency: 4 },
       panels: { count: 1000, rounds: 1 },
+      panelsProfile: { rounds: 1, seconds: 1, connections: 32 },
       metrics: { rounds: 2, rows: 1000 },
     }
   : {
@@ -43,6 +45,7 @@ const SETTINGS = quick
       cluster: { flips: 40, slotSeconds: 10 },
       postgres: { rounds: 5, count: 500, concurrency: 4 },
       panels: { count: 10_000, rounds: 5 },
+      panelsProfile: { rounds: 6, seconds: 3, connections: 32 },
       metrics: { rounds: 9, rows: 10_000 },
     };
 
@@ -89,6 +92,7 @@ async function main() {
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
+      ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
     ];
     for (const [name, measure] of steps) {
