@@ -1,5 +1,5 @@
 // An in-memory outbox store: same rules as the SQLite store, nothing survives the process (tests, demos).
-import { panelsToVisit, pickFairly } from './fair-claim.js';
+import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
 import { ADOPTION_SUPERSEDED, enqueueResult, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
 import {
   type ClaimedRow,
@@ -119,13 +119,13 @@ export function createMemoryOutboxStore(): OutboxStore {
     },
 
     claimFair({ owner, limit, nowMs, leaseMs, exclude = [], after, maxPanels, skipPanels, probePanels }) {
-      const pending = [...open().values()].filter((row) => row.state === 'pending').map((row) => row.panel);
-      const { panels, complete } = panelsToVisit(pending, after, maxPanels, new Set(skipPanels));
-      const visiting = new Set(panels);
-      const due = dueRows(nowMs, exclude, (panel) => visiting.has(panel));
-      const probing = new Set(probePanels);
-      const heads = panels.map((panel) => ({ panel, rows: (due.get(panel) ?? []).slice(0, probing.has(panel) ? 1 : limit) }));
-      const { rows, lastPanel } = pickFairly(heads, limit, complete);
+      // Sorted panels with pending rows, stepped through as a database steps through its index.
+      const pending = [...new Set([...open().values()].filter((row) => row.state === 'pending').map((row) => row.panel))].sort();
+      const nextPanel = (cursor: string) => pending.find((panel) => panel > cursor);
+      const due = dueRows(nowMs, exclude, () => true);
+      const visit = { limit, maxPanels, skipPanels, probePanels };
+      const { heads, resumeAfter } = gatherHeads(panelRing(nextPanel, after), visit, (panel, most) => (due.get(panel) ?? []).slice(0, most));
+      const { rows, lastPanel } = pickFairly(heads, limit, resumeAfter);
       return { rows: rows.map((row) => lease(row, owner, nowMs + leaseMs)), lastPanel };
     },
 

@@ -92,7 +92,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
   if (current?.state !== 'pending') return STALE;
   const sameContent = current.contentHash === claim.contentHash;
   const ours = current.leaseOwner === owner;
-  const attempts = claim.attempts + 1;
+  const attempts = outcome.kind === 'retry' && outcome.notSent === true ? claim.attempts : claim.attempts + 1;
   const sendNewerPayloadNow: RowUpdate = {
     state: 'pending',
     attempts: 0,

@@ -1,6 +1,6 @@
 // The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
 import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
-import { pickFairly } from './fair-claim.js';
+import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
 import { ADOPTION_SUPERSEDED, enqueueResult, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
@@ -133,35 +133,12 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
 
   const claimDue = db.transaction((request: ClaimRequest) => leaseRows(dueOf(request.panel, request, request.limit), request));
 
-  /** Panels with pending rows from after `after`, wrapping round to the first; one index seek per panel. */
-  function visitPanels({ after, maxPanels, skipPanels }: FairClaimRequest): { panels: string[]; complete: boolean } {
-    const skip = new Set(skipPanels);
-    const panels: string[] = [];
-    const passes: [string, string | undefined][] =
-      after === ''
-        ? [['', undefined]]
-        : [
-            [after, undefined],
-            ['', after],
-          ];
-    for (const [from, upTo] of passes) {
-      for (let cursor = from; ; ) {
-        const next = (statements.nextPanel.get(cursor) as { panel: string } | undefined)?.panel;
-        if (next === undefined || (upTo !== undefined && next > upTo)) break;
-        cursor = next;
-        if (skip.has(next)) continue;
-        if (panels.length === maxPanels) return { panels, complete: false };
-        panels.push(next);
-      }
-    }
-    return { panels, complete: true };
-  }
+  /** The first panel with pending rows after `cursor`: one index seek. */
+  const nextPanel = (cursor: string) => (statements.nextPanel.get(cursor) as { panel: string } | undefined)?.panel;
 
   const claimFair = db.transaction((request: FairClaimRequest): FairClaim => {
-    const { panels, complete } = visitPanels(request);
-    const probing = new Set(request.probePanels);
-    const heads = panels.map((panel) => ({ panel, rows: dueOf(panel, request, probing.has(panel) ? 1 : request.limit) }));
-    const { rows, lastPanel } = pickFairly(heads, request.limit, complete);
+    const { heads, resumeAfter } = gatherHeads(panelRing(nextPanel, request.after), request, (panel, limit) => dueOf(panel, request, limit));
+    const { rows, lastPanel } = pickFairly(heads, request.limit, resumeAfter);
     return { rows: leaseRows(rows, request), lastPanel };
   });
 

@@ -142,7 +142,8 @@ export type DeliveryOutcome =
    * we could not read; `note` then says why (kept as the row's `lastError`).
    */
   | { kind: 'delivered'; releaseId: number | undefined; note?: string }
-  | { kind: 'retry'; nextAttemptAt: number; error: string }
+  /** `notSent`: put back without a push (its mother is held): the attempt is not counted. */
+  | { kind: 'retry'; nextAttemptAt: number; error: string; notSent?: boolean }
   | { kind: 'dead'; error: string };
 
 /**

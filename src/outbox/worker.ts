@@ -52,10 +52,18 @@ interface Attempt {
   needsHuman: boolean;
 }
 
+/** The base URL of the mother a sender sends to (a client of your own may not say). */
+const motherOf = (sender: unknown): string | undefined => {
+  const baseUrl = (sender as { baseUrl?: unknown }).baseUrl;
+  return typeof baseUrl === 'string' ? baseUrl : undefined;
+};
+
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, routing, events, owner, now } = config;
   // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
-  const holds = new PanelHolds(config);
+  // Probes of failing panels and mothers may take a quarter of the slots at most: a mother that
+  // hangs costs its probe's slot, never every slot.
+  const holds = new PanelHolds({ ...config, maxProbes: Math.max(1, Math.floor(config.concurrency / 4)) });
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
   /** Of those, the ones whose push has not answered yet: what `concurrency` bounds. */
@@ -159,12 +167,12 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     inFlight.add(delivery);
   }
 
-  function afterFailure(row: ClaimedRow, action: Exclude<FailureAction, { action: 'accepted' }>, error: Error): Attempt {
+  function afterFailure(row: ClaimedRow, action: Exclude<FailureAction, { action: 'accepted' }>, error: Error, mother: string | undefined): Attempt {
     const nowMs = now();
     const reason = error.message;
     const attempts = row.attempts + 1;
     if (action.action === 'dead') {
-      holds.answered(row.panel); // the mother answered, so it is up
+      holds.answered(row.panel, mother); // the mother answered, so it is up
       return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, needsHuman: false };
     }
     if (action.action === 'auth') {
@@ -175,10 +183,20 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
     const backoff = { baseDelayMs: config.baseDelayMs, maxDelayMs: config.maxDelayMs, random: config.random, retryAfterMs: action.retryAfterMs };
     const delayMs = retryDelayMs({ ...backoff, attempt: attempts });
-    // The panel's mother is most likely failing for every row: back off the panel as a whole, so a
-    // large backlog probes a dead mother a few times instead of once per row.
-    holds.failed(row.panel, action.retryAfterMs);
+    // The mother is most likely failing for every row: back off the panel as a whole, so a large
+    // backlog probes a dead mother a few times instead of once per row. An outage, a timeout or a
+    // 5xx holds every panel at that mother; a 429 limits this panel's key only.
+    const status = (error as { status?: unknown }).status;
+    holds.failed(row.panel, action.retryAfterMs, status === 429 ? undefined : mother);
     return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: false };
+  }
+
+  /** The row's mother is held after failures: the row is put back unsent (no attempt counted) until then. */
+  function deferred(row: ClaimedRow, mother: string, until: number): Attempt {
+    holds.deferred(row.panel, mother, until);
+    const reason = `not sent: the mother at ${mother} is failing (a release failed there); sent when it answers again`;
+    const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: until, error: reason, notSent: true };
+    return { outcome, error: new Error(reason), delayMs: Math.max(0, until - now()), needsHuman: false };
   }
 
   /** No credentials for the row's panel (unknown to the resolver, or not this worker's): nothing is sent. */
@@ -188,29 +206,35 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message }, error, delayMs, needsHuman: true };
   }
 
-  async function attempt(row: ClaimedRow): Promise<Attempt> {
+  /** `sentTo` learns the mother the row went to (its probe, if it was one, ends with the attempt). */
+  async function attempt(row: ClaimedRow, sentTo: { mother?: string | undefined }): Promise<Attempt> {
     let releaseId: unknown;
+    let mother: string | undefined;
     try {
       const sender = await routing.senderFor(row.panel);
+      mother = motherOf(sender);
+      const heldUntil = mother === undefined ? undefined : holds.motherHeldUntil(mother, row.panel);
+      if (mother !== undefined && heldUntil !== undefined) return deferred(row, mother, heldUntil);
+      sentTo.mother = mother;
       try {
         const answer = await sender.pushSerializedRelease(row.body);
         releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
       } catch (error) {
         const action = classifyFailure(error);
-        if (action.action !== 'accepted') return afterFailure(row, action, asError(error));
-        return accepted(row, undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`);
+        if (action.action !== 'accepted') return afterFailure(row, action, asError(error), mother);
+        return accepted(row, undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`, mother);
       }
     } catch (error) {
       return unsendable(row, asError(error));
     }
     // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
-    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(row, releaseId, undefined);
-    return accepted(row, undefined, 'the client resolved without an integer release_id');
+    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(row, releaseId, undefined, mother);
+    return accepted(row, undefined, 'the client resolved without an integer release_id', mother);
   }
 
   /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
-  function accepted(row: ClaimedRow, releaseId: number | undefined, note: string | undefined): Attempt {
-    holds.answered(row.panel);
+  function accepted(row: ClaimedRow, releaseId: number | undefined, note: string | undefined, mother: string | undefined): Attempt {
+    holds.answered(row.panel, mother);
     const outcome: DeliveryOutcome = note === undefined ? { kind: 'delivered', releaseId } : { kind: 'delivered', releaseId, note };
     return { outcome, error: undefined, delayMs: 0, needsHuman: false };
   }
@@ -218,10 +242,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   async function deliver(row: ClaimedRow): Promise<void> {
     let answered: Attempt;
     const began = performance.now();
+    const sentTo: { mother?: string | undefined } = {};
     try {
-      answered = await attempt(row);
+      answered = await attempt(row, sentTo);
     } finally {
-      holds.probeEnded(row.panel);
+      holds.probeEnded(row.panel, sentTo.mother);
       pushing--;
       kick();
     }
@@ -238,7 +263,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
     if (result === 'stale') return;
     const { id, panel, remoteTrackId } = row;
-    const attempts = row.attempts + 1;
+    const attempts = outcome.kind === 'retry' && outcome.notSent === true ? row.attempts : row.attempts + 1;
     if (outcome.kind === 'delivered') {
       const unconfirmed = outcome.note;
       const superseded = result === 'superseded';
