@@ -53,6 +53,10 @@ const handlers = {
   },
   profileStop: async () => stopProfile(),
   releases: async () => ({ count: emulator.releases.length }),
+  faults: async ({ faults }) => {
+    emulator.setFaults(faults);
+    return {};
+  },
   reset: async () => {
     emulator.reset();
     return {};

@@ -7,6 +7,7 @@ import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureMetrics } from './metrics.js';
 import { measureOutbox } from './outbox.js';
+import { measureOutboxPanels } from './outbox-panels.js';
 import { measurePostgresOutbox } from './outbox-postgres.js';
 import { measurePanels } from './panels.js';
 import { measurePanelsProfile } from './panels-profile.js';
@@ -34,6 +35,7 @@ const SETTINGS = quick
       postgres: { rounds: 1, count: 100, concurrency: 4 },
       panels: { count: 1000, rounds: 1 },
       panelsProfile: { rounds: 1, seconds: 1, connections: 32 },
+      outboxPanels: { count: 200, perPanel: 2, failing: 20, backlog: 500, rounds: 1, concurrency: 8 },
       metrics: { rounds: 2, rows: 1000 },
     }
   : {
@@ -46,6 +48,7 @@ const SETTINGS = quick
       postgres: { rounds: 5, count: 500, concurrency: 4 },
       panels: { count: 10_000, rounds: 5 },
       panelsProfile: { rounds: 6, seconds: 3, connections: 32 },
+      outboxPanels: { count: 1000, perPanel: 5, failing: 100, backlog: 10_000, rounds: 5, concurrency: 8 },
       metrics: { rounds: 9, rows: 10_000 },
     };
 
@@ -94,6 +97,7 @@ async function main() {
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
+      ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();
