@@ -22,6 +22,7 @@ export {
 export type { AllowRule } from './guard/allow-list.js';
 export type { Branding } from './guard/branding.js';
 export type { GuardLogger, LicenseGuardOptions } from './guard/guard-options.js';
+export type { HealthBody, HealthHandlerOptions } from './guard/health-handler.js';
 export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard } from './guard/license-guard.js';
 export type { ChangeEvent } from './guard/license-monitor.js';
 export type { LicenseState } from './guard/license-state.js';

@@ -4,8 +4,9 @@ import type { GuardInstruments } from './guard/telemetry.js';
 import { TELEMETRY } from './guard/telemetry.js';
 import { registerGuardMetrics } from './metrics/guard-metrics.js';
 import { registerOutboxMetrics } from './metrics/outbox-metrics.js';
-import { OptionProblems, optionError, rejectUnknownOptions } from './options.js';
-import { OUTBOX_TELEMETRY, type OutboxObserver } from './outbox/events.js';
+import { registerOutboxPanelMetrics } from './metrics/outbox-panel-metrics.js';
+import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from './options.js';
+import { OUTBOX_TELEMETRY, type OutboxTelemetry } from './outbox/events.js';
 import type { ReleaseOutbox } from './outbox/outbox.js';
 
 export interface RegisterMetricsOptions {
@@ -15,7 +16,16 @@ export interface RegisterMetricsOptions {
   guard?: object;
   /** The release outbox whose rows and deliveries to measure. @default undefined (no outbox metrics) */
   outbox?: ReleaseOutbox;
+  /**
+   * With an outbox for many panels (`panels`): at most this many panels get series of their own
+   * (backlog, dead, oldest pending, failing), and only panels that have any; 0 turns them off.
+   * Every other outbox series is a total. @default 100
+   */
+  panelSeries?: number;
 }
+
+/** Per-panel series at most, whatever `panelSeries` asks: a bound on what one scrape can cost. */
+const MAX_PANEL_SERIES = 10_000;
 
 export interface RegisteredMetrics {
   /** Stops feeding the counters and removes every metric this call registered. */
@@ -30,14 +40,16 @@ export function registerMetrics(options: RegisterMetricsOptions): RegisteredMetr
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', "Pass { registry, guard, outbox } with registry = require('prom-client').register.");
   const problems = new OptionProblems();
-  rejectUnknownOptions('registerMetrics', options, ['registry', 'guard', 'outbox'], problems);
+  rejectUnknownOptions('registerMetrics', options, ['registry', 'guard', 'outbox', 'panelSeries'], problems);
   const { registry, guard, outbox } = options;
+  const panelSeries = problems.check(() => positiveInteger('panelSeries', options.panelSeries, 100, 0, MAX_PANEL_SERIES), 0);
   if (typeof registry?.registerMetric !== 'function' || typeof registry.getMetricsAsArray !== 'function')
     problems.add(optionError('registry', 'is not a prom-client registry', "Pass `client.register` or `new client.Registry()` from 'prom-client'."));
   const instruments = (guard as { [TELEMETRY]?: GuardInstruments } | undefined)?.[TELEMETRY];
   if (guard !== undefined && instruments === undefined)
     problems.add(optionError('guard', 'is not a guard from licenseGuard()', 'Pass the value licenseGuard() returned.'));
-  const observe = (outbox as { [OUTBOX_TELEMETRY]?: { observe: (observer: OutboxObserver) => () => void } } | undefined)?.[OUTBOX_TELEMETRY]?.observe;
+  const telemetry = (outbox as { [OUTBOX_TELEMETRY]?: OutboxTelemetry } | undefined)?.[OUTBOX_TELEMETRY];
+  const observe = telemetry?.observe;
   if (outbox !== undefined && observe === undefined)
     problems.add(optionError('outbox', 'is not an outbox from createReleaseOutbox()', 'Pass the value createReleaseOutbox() returned.'));
   if (guard === undefined && outbox === undefined) problems.add(optionError('guard', 'and `outbox` are both missing', 'Pass at least one of them.'));
@@ -56,6 +68,7 @@ export function registerMetrics(options: RegisterMetricsOptions): RegisteredMetr
   const stops: (() => void)[] = [];
   if (instruments) stops.push(registerGuardMetrics(registry, instruments));
   if (outbox && observe) stops.push(registerOutboxMetrics(registry, outbox, observe));
+  if (outbox && telemetry?.manyPanels && panelSeries > 0) registerOutboxPanelMetrics(registry, outbox, telemetry, panelSeries);
   const added = registry
     .getMetricsAsArray()
     .map((metric) => metric.name)

@@ -5,7 +5,7 @@ import { type LicenseGuard, licenseGuard } from '../src/index.js';
 import { registerMetrics } from '../src/metrics.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
 import { silentLogger } from './guard-app.js';
-import { API_KEY, clientFor, startEmulator, waitFor } from './helpers.js';
+import { API_KEY, API_SECRET, clientFor, startEmulator, waitFor } from './helpers.js';
 
 // Metrics read from a real prom-client registry after scripted scenarios against the emulator.
 let emulator: MotherEmulator;
@@ -190,6 +190,48 @@ describe('registerMetrics()', () => {
       const m = await scrape(registry);
       expect(m.has('panel_license_outbox_releases{state="pending"}')).toBe(false);
       expect(m.has('panel_license_outbox_deliveries_total{outcome="delivered"}')).toBe(false);
+    });
+  });
+
+  describe('with an outbox for many panels', () => {
+    it('gives per-panel series only to panels with a backlog, dead releases or failures, bounded by panelSeries', async () => {
+      const registry = new Registry();
+      const outbox = createReleaseOutbox({
+        file: ':memory:',
+        baseUrl: emulator.url,
+        logger: silentLogger,
+        autoStart: false,
+        panels: { resolve: (panel) => (panel === 'tenant-unknown' ? null : { apiKey: API_KEY, apiSecret: API_SECRET }) },
+      });
+      closing.push(outbox);
+      registerMetrics({ registry, outbox, panelSeries: 3 });
+      // Five panels with a backlog of 1 to 5.
+      for (let p = 1; p <= 5; p++)
+        for (let n = 0; n < p; n++) await outbox.enqueue({ title: `T${p}-${n}`, remote_track_id: `t${p}-${n}` }, { panel: `tenant-${p}` });
+      const m = await scrape(registry);
+      const series = [...m.keys()].filter((key) => key.startsWith('panel_license_outbox_panel_releases{'));
+      // The 3 with most pending, no more.
+      expect(series.sort()).toEqual([
+        'panel_license_outbox_panel_releases{panel="tenant-3",state="pending"}',
+        'panel_license_outbox_panel_releases{panel="tenant-4",state="pending"}',
+        'panel_license_outbox_panel_releases{panel="tenant-5",state="pending"}',
+      ]);
+      expect(m.get('panel_license_outbox_panel_releases{panel="tenant-5",state="pending"}')).toBe(5);
+      expect(m.get('panel_license_outbox_panel_oldest_pending_age_seconds{panel="tenant-5"}')).toBeGreaterThanOrEqual(0);
+      expect(m.get('panel_license_outbox_releases{state="pending"}')).toBe(15);
+      // A panel the resolver does not know is held back: a failing series for it, none for the others.
+      await outbox.enqueue({ title: 'Lost', remote_track_id: 'lost' }, { panel: 'tenant-unknown' });
+      outbox.start();
+      await waitFor(async () => (await scrape(registry)).get('panel_license_outbox_panel_failing{panel="tenant-unknown"}') === 1, 'the failing panel');
+      await waitFor(async () => (await scrape(registry)).get('panel_license_outbox_releases{state="delivered"}') === 15, 'the deliveries');
+      const after = await scrape(registry);
+      expect([...after.keys()].filter((key) => key.startsWith('panel_license_outbox_panel_failing{'))).toEqual([
+        'panel_license_outbox_panel_failing{panel="tenant-unknown"}',
+      ]);
+      expect([...after.keys()].filter((key) => key.startsWith('panel_license_outbox_panel_releases{'))).toEqual([
+        'panel_license_outbox_panel_releases{panel="tenant-unknown",state="pending"}',
+      ]);
+      expect(() => registerMetrics({ registry: new Registry(), outbox, panelSeries: -1 })).toThrow(/`panelSeries` must be an integer from 0 to 10000/);
     });
   });
 });

@@ -249,6 +249,34 @@ describe('licenseGuard({ panels })', () => {
     }
   });
 
+  it("answers the load balancer for the instance, whatever the host, and names a panel's hosts in its events", async () => {
+    const resolve = vi.fn(async (host: string) => {
+      const known = PANELS[host as Host];
+      return known ? { apiKey: known.apiKey, apiSecret: known.apiSecret, panel: `tenant-${known.apiKey.slice(3)}` } : null;
+    });
+    const { guard } = deployment({}, resolve as never);
+    const locks: { panel?: string; hosts?: string[] }[] = [];
+    guard.on('lock', (event) => locks.push(event));
+    const lb = express();
+    lb.get('/lb', guard.healthHandler());
+    lb.use(guard);
+    // An IP is no panel's host: the status handler says 404, the health handler answers for the instance.
+    let health = await request(lb).get('/lb').set('Host', '10.0.0.7').expect(200);
+    expect(health.body).toEqual({ ok: true, panels: { total: 0, active: 0, grace: 0, locked: 0, pending: 0 }, store: 'none' });
+    await request(lb).get('/').set('Host', 'beats.example').expect(404); // no route behind the guard, but served
+    emulator.setPanel('pk_acme', { active: false, reason: 'Suspended.' });
+    await request(lb).get('/').set('Host', 'acme.example').expect(503);
+    health = await request(lb).get('/lb').set('Host', '10.0.0.7').expect(200);
+    expect(health.body.panels).toMatchObject({ total: 2, active: 1, locked: 1 });
+    const acme = guard.status('acme.example')?.panel as string;
+    expect(guard.hostsOf(acme)).toEqual(['acme.example']);
+    expect(guard.hostsOf('tenant-acme')).toEqual(['acme.example']);
+    expect(guard.hostsOf('tenant-nobody')).toEqual([]);
+    expect(locks).toEqual([expect.objectContaining({ panel: acme, hosts: ['acme.example'] })]);
+    await guard.close();
+    await request(lb).get('/lb').set('Host', '10.0.0.7').expect(503);
+  });
+
   it('keeps a known host through a flood of unknown ones and a resolver outage, and stops resolving after close()', async () => {
     let failing = false;
     const resolve = vi.fn(async (host: string) => {

@@ -98,3 +98,24 @@ describe('guard.statusHandler()', () => {
     expect(() => guard.statusHandler({ outbox: {} as never })).toThrow(/`outbox` is not an outbox/);
   });
 });
+
+describe('guard.healthHandler()', () => {
+  it('answers for the instance: 200 while the guard runs, locked or not, 503 once closed; options checked', async () => {
+    const guard = single();
+    closing.push(guard);
+    const outbox = createReleaseOutbox({ client: clientFor(emulator), file: ':memory:', logger: silentLogger, autoStart: false });
+    closing.push(outbox);
+    const app = express();
+    app.get('/healthz', guard.healthHandler({ outbox }));
+    emulator.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
+    await guard.start();
+    const locked = await request(app).get('/healthz').expect(200);
+    expect(locked.body).toMatchObject({ ok: true, panels: { total: 1, locked: 1, active: 0 }, store: 'none', outbox: { pending: 0 } });
+    expect(locked.text).not.toMatch(/Unpaid/);
+    await guard.close();
+    expect((await request(app).get('/healthz').expect(503)).body).toMatchObject({ ok: false });
+    expect(() => guard.healthHandler({ outbox: {} as never })).toThrow(/`outbox` is not an outbox/);
+    expect(() => guard.healthHandler({ reason: true } as never)).toThrow(/reason/);
+    expect(guard.hostsOf('anything')).toEqual([]);
+  });
+});

@@ -57,9 +57,13 @@ export interface HostResolver {
   cached(host: string): Resolution | undefined;
   /** Asks the resolver (once per host at a time) and remembers the answer. */
   resolve(host: string): Promise<Resolution>;
+  /** Up to 100 hosts remembered for a panel: its id (as events name it) or your id from the resolver. */
+  hostsOf(panel: string): string[];
   /** No more calls to the resolver, not even background refreshes. */
   close(): void;
 }
+
+const MAX_HOSTS_SHOWN = 100;
 
 const UNKNOWN: Resolution = { kind: 'unknown' };
 
@@ -168,6 +172,15 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       return known;
     },
     resolve,
+    hostsOf(panel) {
+      const hosts: string[] = [];
+      const prefix = `${panel}:`;
+      for (const [host, resolution] of answers.entries()) {
+        if (resolution.runtimeKey.startsWith(prefix) || resolution.credentials.panel === panel) hosts.push(host);
+        if (hosts.length === MAX_HOSTS_SHOWN) break;
+      }
+      return hosts.sort();
+    },
     close() {
       closed = true;
     },

@@ -3,6 +3,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { StoreHealth } from '../store/license-store.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
+import { createHealthHandler, type HealthHandlerOptions } from './health-handler.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
 import type { LicenseState } from './license-state.js';
 import { multiPanelGuard } from './multi-panel-guard.js';
@@ -65,6 +66,18 @@ export interface LicenseGuard extends RequestHandler {
    * of the request's host (404 for an unknown host).
    */
   statusHandler(options?: StatusHandlerOptions): RequestHandler;
+  /**
+   * A handler for the load balancer: 200 while this instance runs, whatever any panel's license
+   * says (a locked panel is the instance doing its job), 503 once closed; the body counts the
+   * panels in memory by state. It reads no host: with `panels`, mount it before the guard (an IP
+   * or an internal name is no panel's host).
+   */
+  healthHandler(options?: HealthHandlerOptions): RequestHandler;
+  /**
+   * With `panels`: the hosts this instance knows for a panel, by its id (as events and status
+   * name it) or by your id from the resolver; at most 100. Always empty for a single panel.
+   */
+  hostsOf(panel: string): string[];
   on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
   off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
 }
@@ -203,6 +216,9 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       store: sync?.health ?? 'none',
     });
   guard.statusHandler = (options) => createStatusHandler(() => guard.status(), options);
+  guard.healthHandler = (options) =>
+    createHealthHandler({ closed: () => closing.signal.aborted, panels: () => [{ state: monitor.entry.state, store: sync?.health ?? 'none' }] }, options);
+  guard.hostsOf = () => [];
   attachInstruments(guard, {
     telemetry: config.telemetry,
     multiPanel: false,

@@ -29,6 +29,10 @@ export interface ChangeEvent {
   state: LicenseState;
   previous: LicenseState;
   reason: string | null;
+  /** `panels` mode: the panel's id (a hash of base URL and key, never the key). */
+  panel?: string;
+  /** `panels` mode: the hosts this instance knows for the panel (up to 100). */
+  hosts?: string[];
 }
 
 /** `panels` mode: where a panel's monitor sends its events and errors (the guard's listeners, with the panel id). */

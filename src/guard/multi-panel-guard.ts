@@ -8,6 +8,7 @@ import { errorCodeOf } from '../errors.js';
 import { withPrefix } from '../logger.js';
 import { createCheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
+import { createHealthHandler } from './health-handler.js';
 import { createHostResolver, type PanelResolution } from './host-resolver.js';
 import type { LicenseGuard } from './license-guard.js';
 import { wantsJson } from './lock-response.js';
@@ -112,6 +113,8 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     },
   });
 
+  const context = { spreader, events, hostsOf: (panel: string) => resolver.hostsOf(panel) };
+
   /**
    * Routes by the host as received, bounded like the resolver's hosts (the oldest goes first).
    * A route only ever points at a panel; whether that panel may serve is asked on every request.
@@ -150,7 +153,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   function panelFor(known: PanelResolution): PanelRuntime {
     let panel = running.get(known.runtimeKey);
     if (!panel) {
-      panel = new PanelRuntime(config, known.credentials, known.runtimeKey, spreader, events);
+      panel = new PanelRuntime(config, known.credentials, known.runtimeKey, context);
       running.set(known.runtimeKey, panel);
       const last = retired.get(known.runtimeKey);
       retired.delete(known.runtimeKey);
@@ -277,6 +280,15 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     const known = canonical === undefined ? undefined : resolver.cached(canonical);
     return known?.kind === 'panel' ? running.peek(known.runtimeKey)?.status() : undefined;
   }) as LicenseGuard['status'];
+  guard.healthHandler = (options) =>
+    createHealthHandler(
+      {
+        closed: () => closed,
+        panels: () => Array.from(running.values(), (panel) => ({ state: panel.monitor.entry.state, store: panel.sync?.health ?? 'none' })),
+      },
+      options,
+    );
+  guard.hostsOf = (panel) => resolver.hostsOf(panel);
   guard.statusHandler = (options) =>
     createStatusHandler((req) => {
       const host = requestHost(req);

@@ -26,6 +26,14 @@ export interface Retired {
   retiredAtMono: number;
 }
 
+/** What every panel of a guard shares: its check schedule, its events and the host lookup. */
+export interface PanelContext {
+  spreader: CheckSpreader;
+  events: EventEmitter;
+  /** The hosts known for a panel id (events name them). */
+  hostsOf: (panel: string) => string[];
+}
+
 /** The longest a verdict is judged servable before it is worked out again. */
 const SERVABLE_RECKON_MS = 5000;
 
@@ -78,8 +86,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     credentials: PanelCredentials,
     /** Where the guard keeps it, and its name in the check spreader (key and secret). */
     readonly key: string,
-    private readonly spreader: CheckSpreader,
-    private readonly events: EventEmitter,
+    private readonly context: PanelContext,
   ) {
     const client = (shared.panels as NonNullable<GuardConfig['panels']>).clientFor(credentials);
     this.id = client.panelId;
@@ -115,7 +122,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
 
   /** The monitor's change, lock and unlock, as the guard's events (with the panel id). */
   event(name: 'change' | 'lock' | 'unlock', change: ChangeEvent): void {
-    this.events.emit(name, { ...change, panel: this.id });
+    this.context.events.emit(name, { ...change, panel: this.id, hosts: this.context.hostsOf(this.id) });
   }
 
   /**
@@ -123,10 +130,11 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
    * false and the monitor logs them, its fields naming the panel.
    */
   error(error: unknown): boolean {
-    const { events } = this;
+    const { events, hostsOf } = this.context;
     if (events.listenerCount('error') === 0) return false;
     try {
-      events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), { panel: this.id }));
+      const tag = { panel: this.id, hosts: hostsOf(this.id) };
+      events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), tag));
     } catch (thrown) {
       this.config.logger.error(`panel-license-guard: an 'error' listener threw: ${describeError(thrown)}`, {
         event: 'listener_threw',
@@ -191,17 +199,17 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
       const held = this.monitor.entry.verdict;
       if (answer !== undefined && held !== undefined && held.active !== answer.active) setTimeout(() => void this.check(), 50).unref();
       this.retrying = false;
-      this.spreader.scheduleRegular(this.key);
+      this.context.spreader.scheduleRegular(this.key);
       return;
     }
     this.retrying = failure !== null;
-    if (failure === null) this.spreader.scheduleRegular(this.key);
+    if (failure === null) this.context.spreader.scheduleRegular(this.key);
     else {
       const delay = retryDelay(this.failures + 1, this.config.retryBaseMs, this.config.retryMaxMs, this.config.random);
-      this.spreader.scheduleAt(this.key, now() + delay);
+      this.context.spreader.scheduleAt(this.key, now() + delay);
     }
     this.sync?.share(
-      sharedRecordOf(this.monitor, failure, { consecutiveFailures: () => this.failures, nextCheckAt: () => this.spreader.nextAt(this.key) ?? null }),
+      sharedRecordOf(this.monitor, failure, { consecutiveFailures: () => this.failures, nextCheckAt: () => this.context.spreader.nextAt(this.key) ?? null }),
     );
     this.failures = failure === null ? 0 : this.failures + 1;
   }
@@ -218,11 +226,11 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
       return;
     }
     sync.ensureSubscribed();
-    const slot = this.spreader.slotOf(this.key, this.config.now());
+    const slot = this.context.spreader.slotOf(this.key, this.config.now());
     void sync.acquire(`slot:${slot}`, this.config.panels?.checkIntervalMs ?? 300_000).then((elected) => {
       if (this.closed) return;
       if (elected) return void this.check();
-      this.spreader.scheduleRegular(this.key);
+      this.context.spreader.scheduleRegular(this.key);
       sync.slotSkipped(String(slot));
     });
   }
@@ -237,7 +245,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     const plan = await this.sync.start(this.config.startupTimeoutMs);
     if (this.closed) return;
     if (plan === 'check') return this.check();
-    this.spreader.scheduleRegular(this.key);
+    this.context.spreader.scheduleRegular(this.key);
   }
 
   /** A peer ran the newest check of this panel: it owns the retries, and its count of failures is ours. */
@@ -245,7 +253,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     this.failures = failures;
     if (!this.retrying) return;
     this.retrying = false;
-    this.spreader.scheduleRegular(this.key);
+    this.context.spreader.scheduleRegular(this.key);
   }
 
   /** What survives eviction: enough to resume the panel without trusting it beyond its grace. */
@@ -312,7 +320,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
 
   status(): LicenseStatus {
     const status = this.monitor.status({
-      nextCheckAt: this.spreader.nextAt(this.key) ?? null,
+      nextCheckAt: this.context.spreader.nextAt(this.key) ?? null,
       consecutiveFailures: this.monitor.lastCheckBy === 'peer' ? this.monitor.peerFailures : this.failures,
       store: this.sync?.health ?? 'none',
     });
@@ -328,7 +336,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     this.closed = true;
     this.servingVersion++;
     this.inFlight?.abort();
-    this.spreader.cancel(this.key);
+    this.context.spreader.cancel(this.key);
     void this.monitor.close();
     return this.sync?.close() ?? Promise.resolve();
   }

@@ -35,31 +35,32 @@ export function createStatusHandler(statusOf: (req: Request) => LicenseStatus | 
   return function licenseStatus(req, res, next) {
     const status = statusOf(req);
     if (status === undefined) {
-      send(req, res, 404, { ok: false, error: 'UNKNOWN_HOST', message: 'There is no panel at this address.' });
+      sendJson(req, res, 404, { ok: false, error: 'UNKNOWN_HOST', message: 'There is no panel at this address.' });
       return;
     }
     const { reason, ...rest } = status;
     const serving = status.state === 'active' || status.state === 'grace';
     const body: StatusBody = { serving, ...rest, ...(showReason ? { reason } : {}) };
     if (!outbox) {
-      send(req, res, serving ? 200 : 503, body);
+      sendJson(req, res, serving ? 200 : 503, body);
       return;
     }
     outbox
       .stats()
       .then(
         (stats) =>
-          send(req, res, serving ? 200 : 503, {
+          sendJson(req, res, serving ? 200 : 503, {
             ...body,
             outbox: { ...stats, pausedUntil: stats.pausedUntil ?? null, oldestPendingAt: stats.oldestPendingAt ?? null },
           }),
-        () => send(req, res, serving ? 200 : 503, { ...body, outbox: { error: 'unavailable' } }),
+        () => sendJson(req, res, serving ? 200 : 503, { ...body, outbox: { error: 'unavailable' } }),
       )
       .catch(next);
   };
 }
 
-function send(req: Request, res: Response, code: number, body: unknown): void {
+/** Sends `body` as JSON, never cached; no body for HEAD. */
+export function sendJson(req: Request, res: Response, code: number, body: unknown): void {
   const bytes = Buffer.from(`${JSON.stringify(body)}\n`, 'utf8');
   res.status(code);
   res.setHeader('Cache-Control', 'no-store');

@@ -103,6 +103,15 @@ export interface OutboxEmitter {
 }
 
 /** Where an outbox keeps `{ observe }` for the package's own instruments (a registered symbol). */
+/** What the metrics module reads from an outbox (behind OUTBOX_TELEMETRY). */
+export interface OutboxTelemetry {
+  observe: (observer: OutboxObserver) => () => void;
+  /** The outbox serves many panels (`panels`): per-panel series carry information. */
+  manyPanels: boolean;
+  /** Up to `limit` of the panels this instance holds back after failures. */
+  failingPanels: (limit: number) => string[];
+}
+
 export const OUTBOX_TELEMETRY: unique symbol = Symbol.for('panel-license-guard.outbox-telemetry') as never;
 
 export type OutboxObserver = <E extends OutboxEventName>(event: E, payload: OutboxEvents[E]) => void;

@@ -4,7 +4,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
-import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener } from './events.js';
+import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener, type OutboxTelemetry } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
 import { manyPanelsRouting, singlePanelRouting } from './panel-routing.js';
@@ -326,7 +326,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
   };
   // For the package's own instruments (metrics): events seen without being a listener.
-  Object.defineProperty(outbox, OUTBOX_TELEMETRY, { value: { observe: events.observe }, enumerable: false });
+  const telemetry: OutboxTelemetry = {
+    observe: events.observe,
+    manyPanels: routing.panel === undefined,
+    failingPanels: (limit) => worker.failingPanelIds(limit),
+  };
+  Object.defineProperty(outbox, OUTBOX_TELEMETRY, { value: telemetry, enumerable: false });
   function startWorking(): void {
     if (worker.isRunning()) return;
     worker.start();

@@ -168,6 +168,16 @@ export class PanelHolds {
     return this.holds.size;
   }
 
+  /** Up to `limit` of the panels failing now (for per-panel metrics). */
+  failingPanels(limit: number): string[] {
+    const panels: string[] = [];
+    for (const panel of this.holds.keys()) {
+      if (panels.length === limit) break;
+      panels.push(panel);
+    }
+    return panels;
+  }
+
   private probesInFlight(): number {
     let count = 0;
     for (const hold of this.holds.values()) if (hold.probing) count++;

@@ -42,6 +42,8 @@ export interface DeliveryWorker {
   pausedUntil(): number | undefined;
   /** Panels backing off after failures (with `panels`; 0 or 1 for a single panel). */
   failingPanels(): number;
+  /** Up to `limit` of those panels' ids. */
+  failingPanelIds(limit: number): string[];
 }
 
 interface Attempt {
@@ -314,5 +316,6 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       return until !== undefined && Number.isFinite(until) ? until : undefined;
     },
     failingPanels: () => holds.size,
+    failingPanelIds: (limit) => holds.failingPanels(limit),
   };
 }
