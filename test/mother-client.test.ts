@@ -237,7 +237,9 @@ describe('createMotherClient()', () => {
       errors.push(await failure(clientFor(emulator, { apiSecret: `${API_SECRET}x` }).checkLicense()));
       const texts = [
         inspect(client, { depth: 10, showHidden: true }),
+        inspect(client, { depth: 10, showHidden: true, customInspect: false }),
         JSON.stringify(client),
+        JSON.stringify({ ...client }),
         ...errors.flatMap((e) => [inspect(e, { depth: 10 }), String(e.stack), JSON.stringify(e)]),
       ];
       for (const text of texts) {
@@ -245,6 +247,14 @@ describe('createMotherClient()', () => {
         for (const signature of signatures) expect(text).not.toContain(signature);
       }
     });
+  });
+
+  it('behaves as a plain object: methods work destructured, a spread keeps baseUrl and timeoutMs', async () => {
+    const client = clientFor(emulator, { timeoutMs: 4000 });
+    const { checkLicense, pushRelease } = client;
+    expect((await checkLicense()).active).toBe(true);
+    expect((await pushRelease({ title: 'Loose', primary_artist: 'A', remote_track_id: 'loose-1' })).ok).toBe(true);
+    expect({ ...client }).toMatchObject({ baseUrl: client.baseUrl, timeoutMs: 4000, panelId: client.panelId });
   });
 
   describe('echoed request headers', () => {

@@ -1,4 +1,6 @@
 import http from 'node:http';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import express from 'express';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -52,6 +54,8 @@ function deployment(
   });
   return { app, guard, resolve };
 }
+v8.setFlagsFromString('--expose-gc');
+
 const checksBy = (apiKey: string) => emulator.requests.filter((r) => r.endpoint === 'license.php' && r.apiKey === apiKey).length;
 
 describe('licenseGuard({ panels })', () => {
@@ -275,6 +279,34 @@ describe('licenseGuard({ panels })', () => {
     expect(locks).toEqual([expect.objectContaining({ panel: acme, hosts: ['acme.example'] })]);
     await guard.close();
     await request(lb).get('/lb').set('Host', '10.0.0.7').expect(503);
+  });
+
+  it('keeps no route for odd spellings of a host: 400 requests with a 15 KB port leave the heap as it was', async () => {
+    const { app } = deployment();
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as import('node:net').AddressInfo;
+    const get = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.request({ port, host: '127.0.0.1', path: '/', headers: { Host: host }, agent: false }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      expect(await get('beats.example')).toBe(200);
+      const gc = vm.runInNewContext('gc') as () => void;
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < 400; i++) expect(await get(`beats.example:${String(i).padStart(15_000, '0')}`)).toBe(200);
+      gc();
+      // A route per spelling would keep ~16 KB each (6.5 MB in all).
+      expect(process.memoryUsage().heapUsed - before).toBeLessThan(2_000_000);
+    } finally {
+      server.close();
+    }
   });
 
   it('keeps a known host through a flood of unknown ones and a resolver outage, and stops resolving after close()', async () => {

@@ -231,5 +231,18 @@ export function createMotherClient(options: MotherClientOptions): MotherClient {
   problems.check(() => assertApiSecret(apiSecret), undefined);
   const endpoint = resolveEndpoint(options, problems);
   problems.throwIfAny('createMotherClient');
-  return new SignedMotherClient(endpoint, apiKey, apiSecret);
+  return asPlainClient(new SignedMotherClient(endpoint, apiKey, apiSecret));
+}
+
+/**
+ * The client as a plain object would behave: methods bound (`const { pushRelease } = client`
+ * works) and `baseUrl`, `timeoutMs` as own properties (kept by a spread). For the clients you
+ * make; `panels` mode keeps the bare class instances, whose methods stay on the prototype.
+ */
+function asPlainClient(client: SignedMotherClient): MotherClient {
+  for (const name of ['checkLicense', 'pushRelease', 'pushSerializedRelease', 'clockOffsetMs', 'localMac'] as const)
+    Object.defineProperty(client, name, { value: client[name].bind(client), enumerable: true });
+  Object.defineProperty(client, 'baseUrl', { value: client.baseUrl, enumerable: true });
+  Object.defineProperty(client, 'timeoutMs', { value: client.timeoutMs, enumerable: true });
+  return client;
 }

@@ -59,6 +59,8 @@ export interface HostResolver {
   resolve(host: string): Promise<Resolution>;
   /** Up to 100 hosts remembered for a panel: its id (as events name it) or your id from the resolver. */
   hostsOf(panel: string): string[];
+  /** Whether any host remembered still uses the panel runtime kept under `runtimeKey`. */
+  inUse(runtimeKey: string): boolean;
   /** No more calls to the resolver, not even background refreshes. */
   close(): void;
 }
@@ -180,6 +182,10 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
         if (hosts.length === MAX_HOSTS_SHOWN) break;
       }
       return hosts.sort();
+    },
+    inUse(runtimeKey) {
+      for (const resolution of answers.values()) if (resolution.runtimeKey === runtimeKey) return true;
+      return false;
     },
     close() {
       closed = true;

@@ -43,6 +43,11 @@ function sendUnknownHost(req: Request, res: Response, config: GuardConfig): void
  */
 const ROUTE_MS = 30_000;
 
+const PORT = /^:\d{1,5}$/;
+
+/** A key routes only the host itself, as its canonical spelling, with or without a port. */
+const isRouteKey = (key: string, host: string) => key === host || (key.startsWith(host) && PORT.test(key.slice(host.length)));
+
 /**
  * A host as received (`hostKey(req)`) → what its requests get while the panel's verdict stands:
  * the pre-built snapshot, the config to serve it with and your id of the panel. The request
@@ -80,11 +85,11 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     runtimeKeyOf: panels.runtimeKeyOf,
     now: config.now,
     onError: report,
-    // A rotated secret: the old runtime stops checking at once. It is retired, as on eviction,
-    // so that another host still on the old secret (rare) resumes from its verdict, unwaited.
+    // A rotated secret: once no host uses the old runtime, it stops checking at once. It is
+    // retired, as on eviction, so a host that comes back to it resumes from its verdict, unwaited.
     onMoved: (runtimeKey) => {
       const panel = running.peek(runtimeKey);
-      if (panel === undefined) return;
+      if (panel === undefined || resolver.inUse(runtimeKey)) return;
       const last = panel.retire();
       running.delete(runtimeKey);
       if (last) retired.set(runtimeKey, last);
@@ -121,15 +126,16 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
    */
   const routes = new Map<string, Route>();
   const maxRoutes = panels.max * 4;
-  function setRoute(key: string | undefined, panel: PanelRuntime, known: PanelResolution, now: number): void {
-    if (key === undefined || closed) return;
+  function setRoute(key: string | undefined, host: string, panel: PanelRuntime, known: PanelResolution, now: number): void {
+    // Only the host's own spelling, with a port at most: `Host: a.example:000…0` (15 KB of port)
+    // or `A.Example` take the full path each time instead of a route each.
+    if (key === undefined || closed || !isRouteKey(key, host)) return;
     // Never past the resolver's answer (a host due to be asked again takes the full path), nor
     // past the time the verdict stops serving as it is.
     const until = Math.min(now + ROUTE_MS, known.freshUntil, panel.servableUntil(now));
-    if (until <= now) {
-      routes.delete(key);
-      return;
-    }
+    // Re-set at the end of the map's order: the routes of hosts in use go last when it is full.
+    routes.delete(key);
+    if (until <= now) return;
     const { snapshot } = panel.monitor.entry;
     const route: Route = {
       panel,
@@ -141,7 +147,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       from: now,
       until,
     };
-    if (!routes.has(key) && routes.size >= maxRoutes) routes.delete(routes.keys().next().value as string);
+    if (routes.size >= maxRoutes) routes.delete(routes.keys().next().value as string);
     routes.set(key, route);
   }
 
@@ -240,7 +246,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     }
     // Your id of the panel (from the resolver), so an upload route can enqueue without a lookup.
     res.locals.panel = known.credentials.panel;
-    setRoute(hostKey(req), panel, known, now);
+    setRoute(hostKey(req), host as string, panel, known, now);
     serveVerdict(req, res, next, panel.config, snapshot, panel);
   }
 

@@ -1,6 +1,6 @@
-// Back-off per panel and per mother: a panel whose mother fails (or rejects its key) waits as a
-// whole, then probes with one release; a mother that fails holds every panel at it, so one dead
-// or hanging mother costs one probe at a time, not one per panel.
+// Back-off per panel and per mother: a panel whose releases fail (or whose key is refused) waits
+// as a whole, then probes with one release; a mother that fails for two panels or more holds
+// every panel at it, so one dead or hanging mother costs one probe at a time, not one per panel.
 import { retryDelayMs } from './backoff.js';
 
 /** How long a failure streak is remembered after its back-off ended with nothing sent. */
@@ -9,14 +9,20 @@ const FORGET_AFTER_MS = 60 * 60_000;
 interface Hold {
   /** Nothing of it is claimed (or sent) before this (epoch ms). */
   until: number;
-  /** Failures in a row (each probe that failed counts once). */
+  /** Failures in a row (a mother's: each probe that failed counts once). 0: a panel only waits for its mother. */
   failures: number;
-  /** A probe is in flight: nothing else of it is claimed until it answers. */
+  /** A probe is in flight: nothing else of it is claimed (or sent) until it answers. */
   probing: boolean;
-  /** A panel's: the mother its last failure was at, whose hold holds it too. */
+  /** A panel's: the mother its rows failed or waited at, whose hold holds it too. */
   mother?: string | undefined;
-  /** A mother's: the panel whose row is probing it. */
+  /** A mother's: the panel whose row probes it. */
   prober?: string | undefined;
+  /**
+   * A mother's, before it is held: the one panel whose rows failed there so far. One panel's
+   * failure may be its own release's (a title that makes the mother fail); a second panel's makes
+   * it the mother's.
+   */
+  suspect?: string | undefined;
 }
 
 export interface BackoffSettings {
@@ -29,78 +35,100 @@ export interface BackoffSettings {
   maxProbes: number;
 }
 
+/** What `admit` decides for a row about to be sent. */
+export type Admission = { send: true; probe: boolean } | { send: false; until: number };
+
 /**
- * One entry per panel or mother that is failing, none for a healthy one. After a failure the panel
- * (and, for an outage, its mother) is held back; once the hold ends, one row is claimed as a
- * probe, and the hold is released when it is answered. At most `maxProbes` probes are in flight,
- * so panels whose mother hangs can never take every slot.
+ * One entry per panel or mother that is failing, none for a healthy one. After a failure the
+ * panel (and, once two panels fail at it, its mother) is held back; once the hold ends, one row is
+ * sent as a probe, and the hold is released when it is answered. Probes are counted when sent:
+ * at most `maxProbes` are in flight, so panels whose mother hangs can never take every slot.
  */
 export class PanelHolds {
   private readonly holds = new Map<string, Hold>();
   private readonly mothers = new Map<string, Hold>();
+  private probes = 0;
 
   constructor(private readonly settings: BackoffSettings) {}
 
   /**
-   * A retryable failure (outage, 5xx, 429, timeout): hold with exponential back-off, `Retry-After`
-   * as a floor. With `mother` (its base URL), the mother is held too: every panel at it waits.
+   * A retryable failure (outage, 5xx, 429, timeout): the panel backs off exponentially,
+   * `Retry-After` as a floor. With `mother` (its base URL), a failure of a second panel there
+   * holds the mother too, and a failed probe of a held mother backs it off further.
    */
   failed(panel: string, retryAfterMs: number | undefined, mother?: string): void {
     const hold = this.entry(this.holds, panel);
-    if (mother !== undefined) {
-      const motherHold = this.entry(this.mothers, mother);
-      // One failure of the mother per probe, however many rows were in flight when it failed.
-      if (!motherHold.probing && motherHold.until > this.settings.now()) {
-        hold.mother = mother;
-        hold.until = Math.max(hold.until, motherHold.until);
-        return;
-      }
-      this.backOff(motherHold, retryAfterMs);
-      hold.mother = mother;
-      hold.until = Math.max(hold.until, motherHold.until);
+    this.backOff(hold, retryAfterMs);
+    if (mother === undefined) return;
+    hold.mother = mother;
+    const motherHold = this.entry(this.mothers, mother);
+    if (motherHold.failures > 0) {
+      // Held already: only its probe's failure counts (not every row that was in flight).
+      if (motherHold.probing && motherHold.prober === panel) this.backOff(motherHold, retryAfterMs);
       return;
     }
-    this.backOff(hold, retryAfterMs);
+    if (motherHold.suspect === undefined || motherHold.suspect === panel) {
+      motherHold.suspect = panel;
+      return;
+    }
+    this.backOff(motherHold, retryAfterMs);
   }
 
   /** Held for exactly this long (401: only a human can fix it; a panel the resolver does not know). */
   holdFor(panel: string, delayMs: number): void {
     const hold = this.entry(this.holds, panel);
     hold.failures++;
+    hold.probing = false;
     hold.until = Math.max(hold.until, this.settings.now() + delayMs);
   }
 
   /**
-   * Until when the mother at `baseUrl` is held (a row of `panel` for it is then not sent but put
-   * back), or undefined when the row may be sent now: the mother is healthy, or its hold is over
-   * and this row probes it (others wait for that probe's answer).
+   * Whether a claimed row of `panel` for the mother at `mother` is sent now, and whether it is a
+   * probe (of its held mother, or of its failing panel); or until when it is put back unsent.
    */
-  motherHeldUntil(baseUrl: string, panel: string): number | undefined {
-    const hold = this.mothers.get(baseUrl);
-    if (hold === undefined) return undefined;
+  admit(panel: string, mother: string | undefined): Admission {
     const nowMs = this.settings.now();
-    if (hold.until > nowMs) return hold.until;
-    if (hold.probing) return nowMs + this.settings.baseDelayMs;
+    const later = { send: false, until: nowMs + this.settings.baseDelayMs } as const;
+    const motherHold = mother === undefined ? undefined : this.mothers.get(mother);
+    if (motherHold !== undefined && motherHold.failures > 0) {
+      if (motherHold.until > nowMs) return { send: false, until: motherHold.until };
+      if (motherHold.probing || this.probes >= this.settings.maxProbes) return later;
+      motherHold.probing = true;
+      motherHold.prober = panel;
+      this.probes++;
+      return { send: true, probe: true };
+    }
+    const hold = this.holds.get(panel);
+    if (hold === undefined || hold.failures === 0) return { send: true, probe: false };
+    if (this.probes >= this.settings.maxProbes) return later;
     hold.probing = true;
-    hold.prober = panel;
-    return undefined;
+    this.probes++;
+    return { send: true, probe: true };
   }
 
-  /** A row of `panel` was put back unsent, its mother being held: the panel waits with it. */
-  deferred(panel: string, mother: string, until: number): void {
+  /** A row of `panel` was put back unsent: the panel waits with it (for its mother, if named). */
+  deferred(panel: string, until: number, mother?: string): void {
     const hold = this.entry(this.holds, panel);
-    hold.mother = mother;
+    hold.probing = false;
+    if (mother !== undefined) hold.mother = mother;
     hold.until = Math.max(hold.until, until);
   }
 
-  /** The mother answered (accepted, or refused the release itself): the panel, and its mother, are healthy. */
+  /** The mother took the release (or refused the release itself): the panel, and its mother, are healthy. */
   answered(panel: string, mother?: string): void {
     const hold = this.holds.get(panel);
     this.holds.delete(panel);
     const up = mother ?? hold?.mother;
-    if (up === undefined || !this.mothers.delete(up)) return;
-    // Every panel held for that mother alone may send again.
-    for (const [other, otherHold] of this.holds) if (otherHold.mother === up && otherHold.failures === 0) this.holds.delete(other);
+    if (up !== undefined) this.motherAnswered(up);
+  }
+
+  /**
+   * The mother answered over HTTP (even a 401 or a 429 for one panel): it is up. Panels that only
+   * waited for it go on; panels whose own rows failed keep their own back-off.
+   */
+  motherAnswered(mother: string): void {
+    if (!this.mothers.delete(mother)) return;
+    for (const [panel, hold] of this.holds) if (hold.mother === mother && hold.failures === 0) this.holds.delete(panel);
   }
 
   /** A probe of the panel was claimed: no other row of it until the probe answers. */
@@ -109,8 +137,9 @@ export class PanelHolds {
     if (hold) hold.probing = true;
   }
 
-  /** The attempt is over (its outcome already recorded through failed/answered). */
-  probeEnded(panel: string, mother?: string): void {
+  /** The attempt is over (its outcome already recorded); `probe`: it was admitted as a probe. */
+  probeEnded(panel: string, mother: string | undefined, probe: boolean): void {
+    if (probe) this.probes--;
     const hold = this.holds.get(panel);
     if (hold) hold.probing = false;
     const motherHold = mother === undefined ? undefined : this.mothers.get(mother);
@@ -124,41 +153,41 @@ export class PanelHolds {
   heldUntil(panel: string): number | undefined {
     const hold = this.holds.get(panel);
     if (!hold) return undefined;
-    if (hold.probing) return Number.POSITIVE_INFINITY;
-    const until = Math.max(hold.until, this.motherHold(hold)?.until ?? 0);
+    const mother = this.heldMother(hold);
+    if (hold.probing || mother?.probing === true) return Number.POSITIVE_INFINITY;
+    const until = Math.max(hold.until, mother?.until ?? 0);
     return until > this.settings.now() ? until : undefined;
+  }
+
+  /** Whether the mother at `baseUrl` is held now (two panels or more failed there). */
+  motherHeld(baseUrl: string): boolean {
+    return (this.mothers.get(baseUrl)?.failures ?? 0) > 0;
   }
 
   /** Whether the panel is failing: claims take at most one of its rows (a probe). */
   isFailing(panel: string): boolean {
-    return this.holds.has(panel);
+    return (this.holds.get(panel)?.failures ?? 0) > 0;
   }
 
   /**
-   * Panels whose rows are not to be claimed now, and failing panels whose next claim is a probe:
-   * one per mother, and no more than `maxProbes` in flight in all.
+   * Panels whose rows are not to be claimed now, and failing panels whose next claim is a probe
+   * (one row). A panel that only waited for its mother is claimable again once the mother's hold
+   * is over: the first of its rows sent probes the mother, the others are put back meanwhile.
    */
   claimFilter(): { skip: string[]; probe: string[]; nextAt: number | undefined } {
     const nowMs = this.settings.now();
     const skip: string[] = [];
     const probe: string[] = [];
     let nextAt: number | undefined;
-    let probesLeft = this.settings.maxProbes - this.probesInFlight();
-    const probedMothers = new Set<string>();
     for (const [panel, hold] of this.holds) {
-      const mother = this.motherHold(hold);
+      const mother = this.heldMother(hold);
       const until = Math.max(hold.until, mother?.until ?? 0);
       if (hold.probing || mother?.probing === true) skip.push(panel);
       else if (until > nowMs) {
         skip.push(panel);
         nextAt = Math.min(nextAt ?? until, until);
       } else if (nowMs - until > FORGET_AFTER_MS) this.holds.delete(panel);
-      else if (probesLeft <= 0 || (hold.mother !== undefined && probedMothers.has(hold.mother))) skip.push(panel);
-      else {
-        probe.push(panel);
-        probesLeft--;
-        if (hold.mother !== undefined) probedMothers.add(hold.mother);
-      }
+      else if (hold.failures > 0) probe.push(panel);
     }
     return { skip, probe, nextAt };
   }
@@ -178,15 +207,10 @@ export class PanelHolds {
     return panels;
   }
 
-  private probesInFlight(): number {
-    let count = 0;
-    for (const hold of this.holds.values()) if (hold.probing) count++;
-    for (const hold of this.mothers.values()) if (hold.probing) count++;
-    return count;
-  }
-
-  private motherHold(hold: Hold): Hold | undefined {
-    return hold.mother === undefined ? undefined : this.mothers.get(hold.mother);
+  /** The hold of the panel's mother, when that mother is held. */
+  private heldMother(hold: Hold): Hold | undefined {
+    const mother = hold.mother === undefined ? undefined : this.mothers.get(hold.mother);
+    return mother !== undefined && mother.failures > 0 ? mother : undefined;
   }
 
   private backOff(hold: Hold, retryAfterMs: number | undefined): void {

@@ -54,6 +54,12 @@ interface Attempt {
   needsHuman: boolean;
 }
 
+/** Where an attempt's row went: its mother, and whether it was admitted as a probe. */
+interface SentTo {
+  mother: string | undefined;
+  probe: boolean;
+}
+
 /** The base URL of the mother a sender sends to (a client of your own may not say). */
 const motherOf = (sender: unknown): string | undefined => {
   const baseUrl = (sender as { baseUrl?: unknown }).baseUrl;
@@ -178,25 +184,37 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, needsHuman: false };
     }
     if (action.action === 'auth') {
-      // Every row of this panel would get the same 401: hold the panel, not just this row.
+      // Every row of this panel would get the same 401: hold the panel, not just this row. The
+      // mother answered, so it is up.
       const delayMs = config.authRetryDelayMs;
       holds.holdFor(row.panel, delayMs);
+      if (mother !== undefined) holds.motherAnswered(mother);
       return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: true };
     }
     const backoff = { baseDelayMs: config.baseDelayMs, maxDelayMs: config.maxDelayMs, random: config.random, retryAfterMs: action.retryAfterMs };
     const delayMs = retryDelayMs({ ...backoff, attempt: attempts });
     // The mother is most likely failing for every row: back off the panel as a whole, so a large
     // backlog probes a dead mother a few times instead of once per row. An outage, a timeout or a
-    // 5xx holds every panel at that mother; a 429 limits this panel's key only.
+    // 5xx counts against the mother too (held once two panels fail there); a 429 answers for
+    // this panel's key only, and the mother is up.
     const status = (error as { status?: unknown }).status;
-    holds.failed(row.panel, action.retryAfterMs, status === 429 ? undefined : mother);
+    if (status === 429) {
+      holds.failed(row.panel, action.retryAfterMs);
+      if (mother !== undefined) holds.motherAnswered(mother);
+    } else holds.failed(row.panel, action.retryAfterMs, mother);
     return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: false };
   }
 
-  /** The row's mother is held after failures: the row is put back unsent (no attempt counted) until then. */
-  function deferred(row: ClaimedRow, mother: string, until: number): Attempt {
-    holds.deferred(row.panel, mother, until);
-    const reason = `not sent: the mother at ${mother} is failing (a release failed there); sent when it answers again`;
+  /**
+   * The row's mother is held after failures, or as many probes as may be are in flight: the row
+   * is put back unsent (no attempt counted) until then.
+   */
+  function deferred(row: ClaimedRow, mother: string | undefined, until: number): Attempt {
+    holds.deferred(row.panel, until, mother);
+    const reason =
+      mother === undefined || !holds.motherHeld(mother)
+        ? 'not sent: its panel is failing and other probes are in flight; tried again shortly'
+        : `not sent: the mother at ${mother} is failing (releases of several panels failed there); sent when it answers again`;
     const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: until, error: reason, notSent: true };
     return { outcome, error: new Error(reason), delayMs: Math.max(0, until - now()), needsHuman: false };
   }
@@ -208,16 +226,17 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message }, error, delayMs, needsHuman: true };
   }
 
-  /** `sentTo` learns the mother the row went to (its probe, if it was one, ends with the attempt). */
-  async function attempt(row: ClaimedRow, sentTo: { mother?: string | undefined }): Promise<Attempt> {
+  /** `sentTo` learns the mother the row went to, and whether it went as a probe (which ends with the attempt). */
+  async function attempt(row: ClaimedRow, sentTo: SentTo): Promise<Attempt> {
     let releaseId: unknown;
     let mother: string | undefined;
     try {
       const sender = await routing.senderFor(row.panel);
       mother = motherOf(sender);
-      const heldUntil = mother === undefined ? undefined : holds.motherHeldUntil(mother, row.panel);
-      if (mother !== undefined && heldUntil !== undefined) return deferred(row, mother, heldUntil);
+      const admission = holds.admit(row.panel, mother);
+      if (!admission.send) return deferred(row, mother, admission.until);
       sentTo.mother = mother;
+      sentTo.probe = admission.probe;
       try {
         const answer = await sender.pushSerializedRelease(row.body);
         releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
@@ -244,11 +263,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   async function deliver(row: ClaimedRow): Promise<void> {
     let answered: Attempt;
     const began = performance.now();
-    const sentTo: { mother?: string | undefined } = {};
+    const sentTo: SentTo = { mother: undefined, probe: false };
     try {
       answered = await attempt(row, sentTo);
     } finally {
-      holds.probeEnded(row.panel, sentTo.mother);
+      holds.probeEnded(row.panel, sentTo.mother, sentTo.probe);
       pushing--;
       kick();
     }
