@@ -16,7 +16,7 @@ interface Hold {
   /** A panel's: the mother its rows failed or waited at, whose hold holds it too. */
   mother?: string | undefined;
   /** A mother's: the panel whose row probes it. */
-  prober?: string | undefined;
+  prober?: number | undefined;
   /**
    * A mother's, before it is held: the one panel whose rows failed there so far. One panel's
    * failure may be its own release's (a title that makes the mother fail); a second panel's makes
@@ -33,10 +33,15 @@ export interface BackoffSettings {
   now: () => number;
   /** Probes (of held panels and mothers) in flight at most: the rest of the slots stay for healthy panels. */
   maxProbes: number;
+  /** Rows of one panel in flight at most (many panels): one tenant never takes every slot. */
+  maxPerPanel: number;
 }
 
-/** What `admit` decides for a row about to be sent. */
-export type Admission = { send: true; probe: boolean } | { send: false; until: number };
+/**
+ * What `admit` decides for a row about to be sent: send it (as a probe or not), or put it back
+ * until `until`; `wasProbe` when it had been claimed as its panel's probe.
+ */
+export type Admission = { send: true; probe: boolean } | { send: false; until: number; wasProbe: boolean };
 
 /**
  * One entry per panel or mother that is failing, none for a healthy one. After a failure the
@@ -48,6 +53,8 @@ export class PanelHolds {
   private readonly holds = new Map<string, Hold>();
   private readonly mothers = new Map<string, Hold>();
   private probes = 0;
+  /** Rows in flight per panel (only panels with some). */
+  private readonly sending = new Map<string, number>();
 
   constructor(private readonly settings: BackoffSettings) {}
 
@@ -56,19 +63,20 @@ export class PanelHolds {
    * `Retry-After` as a floor. With `mother` (its base URL), a failure of a second panel there
    * holds the mother too, and a failed probe of a held mother backs it off further.
    */
-  failed(panel: string, retryAfterMs: number | undefined, mother?: string): void {
+  failed(panel: string, rowId: number, retryAfterMs: number | undefined, mother?: string): void {
     const hold = this.entry(this.holds, panel);
-    this.backOff(hold, retryAfterMs);
+    // Held already: only a probe's failure counts, not every row that was in flight meanwhile.
+    if (hold.failures === 0 || hold.probing || hold.until <= this.settings.now()) this.backOff(hold, retryAfterMs);
     if (mother === undefined) return;
     hold.mother = mother;
     const motherHold = this.entry(this.mothers, mother);
     if (motherHold.failures > 0) {
-      // Held already: only its probe's failure counts (not every row that was in flight).
-      if (motherHold.probing && motherHold.prober === panel) this.backOff(motherHold, retryAfterMs);
+      if (motherHold.probing && motherHold.prober === rowId) this.backOff(motherHold, retryAfterMs);
       return;
     }
     if (motherHold.suspect === undefined || motherHold.suspect === panel) {
       motherHold.suspect = panel;
+      motherHold.until = this.settings.now(); // forgotten an hour after, with no answer between
       return;
     }
     this.backOff(motherHold, retryAfterMs);
@@ -86,30 +94,36 @@ export class PanelHolds {
    * Whether a claimed row of `panel` for the mother at `mother` is sent now, and whether it is a
    * probe (of its held mother, or of its failing panel); or until when it is put back unsent.
    */
-  admit(panel: string, mother: string | undefined): Admission {
+  admit(panel: string, rowId: number, mother: string | undefined): Admission {
     const nowMs = this.settings.now();
-    const later = { send: false, until: nowMs + this.settings.baseDelayMs } as const;
+    const hold = this.holds.get(panel);
+    const wasProbe = hold?.probing === true && hold.failures > 0;
+    const later = { send: false, until: nowMs + this.settings.baseDelayMs, wasProbe } as const;
     const motherHold = mother === undefined ? undefined : this.mothers.get(mother);
     if (motherHold !== undefined && motherHold.failures > 0) {
-      if (motherHold.until > nowMs) return { send: false, until: motherHold.until };
+      if (motherHold.until > nowMs) return { send: false, until: motherHold.until, wasProbe };
       if (motherHold.probing || this.probes >= this.settings.maxProbes) return later;
       motherHold.probing = true;
-      motherHold.prober = panel;
+      motherHold.prober = rowId;
       this.probes++;
       return { send: true, probe: true };
     }
-    const hold = this.holds.get(panel);
     if (hold === undefined || hold.failures === 0) return { send: true, probe: false };
-    if (this.probes >= this.settings.maxProbes) return later;
-    hold.probing = true;
+    // A failing panel: only its claimed probe is sent, once its hold is over (rows claimed before
+    // it failed wait with it).
+    if (hold.until > nowMs) return { send: false, until: hold.until, wasProbe };
+    if (!wasProbe || this.probes >= this.settings.maxProbes) return later;
     this.probes++;
     return { send: true, probe: true };
   }
 
-  /** A row of `panel` was put back unsent: the panel waits with it (for its mother, if named). */
-  deferred(panel: string, until: number, mother?: string): void {
+  /**
+   * A row of `panel` was put back unsent: the panel waits with it (for its mother, if named).
+   * `wasProbe`: the row was the panel's probe, so the panel may probe again.
+   */
+  deferred(panel: string, until: number, mother: string | undefined, wasProbe: boolean): void {
     const hold = this.entry(this.holds, panel);
-    hold.probing = false;
+    if (wasProbe) hold.probing = false;
     if (mother !== undefined) hold.mother = mother;
     hold.until = Math.max(hold.until, until);
   }
@@ -131,19 +145,38 @@ export class PanelHolds {
     for (const [panel, hold] of this.holds) if (hold.mother === mother && hold.failures === 0) this.holds.delete(panel);
   }
 
+  /** A row of `panel` was claimed and is being delivered (or put back): counted until `released`. */
+  claimed(panel: string): void {
+    this.sending.set(panel, (this.sending.get(panel) ?? 0) + 1);
+  }
+
+  released(panel: string): void {
+    const left = (this.sending.get(panel) ?? 1) - 1;
+    if (left > 0) this.sending.set(panel, left);
+    else this.sending.delete(panel);
+  }
+
+  /** Whether some panel has `maxPerPanel` rows in flight (a claim may then skip it). */
+  anyAtCap(): boolean {
+    for (const count of this.sending.values()) if (count >= this.settings.maxPerPanel) return true;
+    return false;
+  }
+
   /** A probe of the panel was claimed: no other row of it until the probe answers. */
   probeStarted(panel: string): void {
     const hold = this.holds.get(panel);
     if (hold) hold.probing = true;
   }
 
-  /** The attempt is over (its outcome already recorded); `probe`: it was admitted as a probe. */
-  probeEnded(panel: string, mother: string | undefined, probe: boolean): void {
-    if (probe) this.probes--;
-    const hold = this.holds.get(panel);
-    if (hold) hold.probing = false;
+  /** A sent row's attempt is over (its outcome already recorded), as `admit` let it go. */
+  ended(panel: string, rowId: number, mother: string | undefined, probe: boolean): void {
+    if (probe) {
+      this.probes--;
+      const hold = this.holds.get(panel);
+      if (hold) hold.probing = false;
+    }
     const motherHold = mother === undefined ? undefined : this.mothers.get(mother);
-    if (motherHold?.prober === panel) {
+    if (motherHold?.prober === rowId) {
       motherHold.probing = false;
       motherHold.prober = undefined;
     }
@@ -171,15 +204,20 @@ export class PanelHolds {
 
   /**
    * Panels whose rows are not to be claimed now, and failing panels whose next claim is a probe
-   * (one row). A panel that only waited for its mother is claimable again once the mother's hold
-   * is over: the first of its rows sent probes the mother, the others are put back meanwhile.
+   * (one row): as many as probes may start now, taken in turn (a panel offered goes to the back),
+   * so a held panel with nothing due never keeps the others waiting. A panel that only waited for
+   * its mother is claimable again once the mother's hold is over (the first of its rows sent
+   * probes the mother, the others are put back meanwhile). With `capPerPanel`, a panel with
+   * `maxPerPanel` rows in flight is skipped too (the worker claims again without it when nobody
+   * else had anything due: the cap shares slots, it never leaves them idle).
    */
-  claimFilter(): { skip: string[]; probe: string[]; nextAt: number | undefined } {
+  claimFilter(capPerPanel = true): { skip: string[]; probe: string[]; nextAt: number | undefined } {
     const nowMs = this.settings.now();
     const skip: string[] = [];
     const probe: string[] = [];
     let nextAt: number | undefined;
-    for (const [panel, hold] of this.holds) {
+    let probesLeft = this.settings.maxProbes - this.probes;
+    for (const [panel, hold] of [...this.holds]) {
       const mother = this.heldMother(hold);
       const until = Math.max(hold.until, mother?.until ?? 0);
       if (hold.probing || mother?.probing === true) skip.push(panel);
@@ -187,8 +225,17 @@ export class PanelHolds {
         skip.push(panel);
         nextAt = Math.min(nextAt ?? until, until);
       } else if (nowMs - until > FORGET_AFTER_MS) this.holds.delete(panel);
-      else if (hold.failures > 0) probe.push(panel);
+      else if (hold.failures === 0) continue;
+      else if (probesLeft <= 0) skip.push(panel);
+      else {
+        probe.push(panel);
+        probesLeft--;
+        this.holds.delete(panel);
+        this.holds.set(panel, hold);
+      }
     }
+    if (capPerPanel) for (const [panel, count] of this.sending) if (count >= this.settings.maxPerPanel) skip.push(panel);
+    for (const [mother, hold] of this.mothers) if (!hold.probing && nowMs - hold.until > FORGET_AFTER_MS) this.mothers.delete(mother);
     return { skip, probe, nextAt };
   }
 

@@ -20,7 +20,8 @@ export interface PanelRouting {
   /** The panel of a single-panel outbox; undefined with `panels`. */
   readonly panel: string | undefined;
   /** Claims rows for free slots: none of a held panel, one of a panel that is probing. */
-  claim(request: ClaimBase, holds: PanelHolds): Promise<ClaimOutcome>;
+  /** `capPerPanel`: skip panels at their share of slots (see PanelHolds.claimFilter). */
+  claim(request: ClaimBase, holds: PanelHolds, capPerPanel: boolean): Promise<ClaimOutcome>;
   /** The sender of `panel`'s releases; throws a PanelDeliveryError when there is none. */
   senderFor(panel: string): ReleaseSender | Promise<ReleaseSender>;
 }
@@ -61,8 +62,8 @@ export function manyPanelsRouting(store: OutboxStore, senders: PanelSenders): Pa
   let cursor = '';
   return {
     panel: undefined,
-    async claim(request, holds) {
-      const { skip, probe, nextAt } = holds.claimFilter();
+    async claim(request, holds, capPerPanel) {
+      const { skip, probe, nextAt } = holds.claimFilter(capPerPanel);
       const maxPanels = Math.max(PANELS_PER_CLAIM, 4 * request.limit);
       const { rows, lastPanel } = await claimFair({ ...request, after: cursor, maxPanels, skipPanels: skip, probePanels: probe });
       cursor = lastPanel ?? '';

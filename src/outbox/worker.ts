@@ -54,8 +54,9 @@ interface Attempt {
   needsHuman: boolean;
 }
 
-/** Where an attempt's row went: its mother, and whether it was admitted as a probe. */
+/** Whether an attempt's row was sent, to which mother, and whether it was admitted as a probe. */
 interface SentTo {
+  sent: boolean;
   mother: string | undefined;
   probe: boolean;
 }
@@ -71,7 +72,13 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
   // Probes of failing panels and mothers may take a quarter of the slots at most: a mother that
   // hangs costs its probe's slot, never every slot.
-  const holds = new PanelHolds({ ...config, maxProbes: Math.max(1, Math.floor(config.concurrency / 4)) });
+  // With many panels, one panel's rows take half the slots at most: a tenant whose releases hang
+  // (or who just has the biggest backlog) never holds every slot.
+  const holds = new PanelHolds({
+    ...config,
+    maxProbes: Math.max(1, Math.floor(config.concurrency / 4)),
+    maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(config.concurrency / 2)) : Number.POSITIVE_INFINITY,
+  });
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
   /** Of those, the ones whose push has not answered yet: what `concurrency` bounds. */
@@ -123,6 +130,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
    */
   async function fillFreeSlots(): Promise<void> {
     let partialClaims = 0;
+    // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
+    let capPerPanel = true;
     while (running) {
       const nowMs = now();
       // A slot is free once its push has answered: the next row is claimed while the outcome is
@@ -139,7 +148,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       reserved += free;
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
-        claimed = await routing.claim({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds);
+        claimed = await routing.claim({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
         storeTrouble.recovered();
       } catch (error) {
         return storeTrouble.report(error);
@@ -157,6 +166,10 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       if (batch.length < free || fresh.length === 0) {
         // Panels left unvisited may have due rows: go on, a bounded number of times.
         if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
+        if (capPerPanel && holds.anyAtCap()) {
+          capPerPanel = false;
+          continue;
+        }
         if (!lookAgain) return;
         lookAgain = false;
       }
@@ -165,9 +178,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   function startDelivery(row: ClaimedRow): void {
     sending.add(row.id);
+    holds.claimed(row.panel);
     pushing++;
     const delivery: Promise<void> = deliver(row).finally(() => {
       sending.delete(row.id);
+      holds.released(row.panel);
       inFlight.delete(delivery);
       config.onProgress();
       kick();
@@ -199,9 +214,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     // this panel's key only, and the mother is up.
     const status = (error as { status?: unknown }).status;
     if (status === 429) {
-      holds.failed(row.panel, action.retryAfterMs);
+      holds.failed(row.panel, row.id, action.retryAfterMs);
       if (mother !== undefined) holds.motherAnswered(mother);
-    } else holds.failed(row.panel, action.retryAfterMs, mother);
+    } else holds.failed(row.panel, row.id, action.retryAfterMs, mother);
     return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: false };
   }
 
@@ -209,8 +224,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
    * The row's mother is held after failures, or as many probes as may be are in flight: the row
    * is put back unsent (no attempt counted) until then.
    */
-  function deferred(row: ClaimedRow, mother: string | undefined, until: number): Attempt {
-    holds.deferred(row.panel, until, mother);
+  function deferred(row: ClaimedRow, mother: string | undefined, until: number, wasProbe: boolean): Attempt {
+    holds.deferred(row.panel, until, mother, wasProbe);
     const reason =
       mother === undefined || !holds.motherHeld(mother)
         ? 'not sent: its panel is failing and other probes are in flight; tried again shortly'
@@ -223,7 +238,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   function unsendable(row: ClaimedRow, error: Error): Attempt {
     const delayMs = config.unresolvedRetryMs;
     holds.holdFor(row.panel, delayMs);
-    return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message }, error, delayMs, needsHuman: true };
+    // Nothing was sent: not an attempt.
+    return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message, notSent: true }, error, delayMs, needsHuman: true };
   }
 
   /** `sentTo` learns the mother the row went to, and whether it went as a probe (which ends with the attempt). */
@@ -233,8 +249,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     try {
       const sender = await routing.senderFor(row.panel);
       mother = motherOf(sender);
-      const admission = holds.admit(row.panel, mother);
-      if (!admission.send) return deferred(row, mother, admission.until);
+      const admission = holds.admit(row.panel, row.id, mother);
+      if (!admission.send) return deferred(row, mother, admission.until, admission.wasProbe);
+      sentTo.sent = true;
       sentTo.mother = mother;
       sentTo.probe = admission.probe;
       try {
@@ -263,11 +280,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   async function deliver(row: ClaimedRow): Promise<void> {
     let answered: Attempt;
     const began = performance.now();
-    const sentTo: SentTo = { mother: undefined, probe: false };
+    const sentTo: SentTo = { sent: false, mother: undefined, probe: false };
     try {
       answered = await attempt(row, sentTo);
     } finally {
-      holds.probeEnded(row.panel, sentTo.mother, sentTo.probe);
+      if (sentTo.sent) holds.ended(row.panel, row.id, sentTo.mother, sentTo.probe);
       pushing--;
       kick();
     }
