@@ -55,13 +55,15 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     });
     opened.push(outbox);
     // The hanging mother's panels first: they are claimed first.
+    const began = Date.now();
     for (const panel of DOWN) await outbox.enqueue(release(`${panel}-a`), { panel });
     for (const panel of HEALTHY) for (const n of [1, 2, 3]) await outbox.enqueue(release(`${panel}-${n}`), { panel });
     await waitFor(() => healthy.releases.length === 30, 'the healthy panels’ releases', 5000);
     // Before the first timeouts every slot may have gone there (4), and a slot freed by the first
     // one (a single panel's failure does not hold a mother) may send one more before the second
-    // holds it; after that the mother is held as a whole: not one push per panel (20; 50 before).
-    expect(pushes.toHanging).toBeLessThanOrEqual(6);
+    // holds it; after that the mother is held as a whole: one probe per hold (1.5 s), not one push
+    // per panel (20; 50 before). On a slow machine more holds may have ended by now.
+    expect(pushes.toHanging).toBeLessThanOrEqual(6 + Math.ceil((Date.now() - began) / 1500));
     hanging.setFaults({});
     await waitFor(() => hanging.releases.length === 20, 'the held panels’ releases once their mother answers', 10_000);
     // Rows put back unsent were not counted as attempts: the attempts of the held panels' rows
