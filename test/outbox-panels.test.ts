@@ -147,6 +147,46 @@ describe.each(stores)('createReleaseOutbox({ panels }) on %s', (_name, makeStore
   });
 });
 
+describe('createReleaseOutbox({ panels }) credentials past their TTL', () => {
+  it('never waits on a hanging resolver for a known panel, and takes a fast answer (a rotated key) at once', async () => {
+    resetTenants();
+    let hang = false;
+    const outbox = createReleaseOutbox({
+      store: createMemoryOutboxStore(),
+      baseUrl: first.url,
+      // resolveTimeoutMs is long: a delivery that waited for the resolver would take 5 s.
+      panels: { resolve: async (panel) => (hang ? new Promise(() => {}) : (tenants.get(panel) ?? null)), resolveTtlMs: 1, resolveTimeoutMs: 5000 },
+      logger: { warn: vi.fn(), error: vi.fn() },
+      ...FAST,
+    });
+    opened.push(outbox);
+    await outbox.enqueue({ title: 'before' }, { panel: 'tenant-1' });
+    await drained(outbox);
+    hang = true;
+    await sleep(5);
+    const began = Date.now();
+    await outbox.enqueue({ title: 'while the resolver hangs' }, { panel: 'tenant-1' });
+    await waitFor(() => keyOf('while the resolver hangs') === KEYS.t1, 'the delivery with the known credentials', 3000);
+    expect(Date.now() - began).toBeLessThan(2000);
+    // A resolver that answers within the short wait: its new credentials are used at once.
+    const moving = createReleaseOutbox({
+      store: createMemoryOutboxStore(),
+      baseUrl: first.url,
+      panels: { resolve: async (panel) => tenants.get(panel) ?? null, resolveTtlMs: 1 },
+      logger: { warn: vi.fn(), error: vi.fn() },
+      ...FAST,
+    });
+    opened.push(moving);
+    await moving.enqueue({ title: 'before the move' }, { panel: 'tenant-1' });
+    await drained(moving);
+    tenants.set('tenant-1', { apiKey: KEYS.t2, apiSecret: SECRET(KEYS.t2) });
+    await sleep(5);
+    await moving.enqueue({ title: 'after the move' }, { panel: 'tenant-1' });
+    await waitFor(() => keyOf('after the move') !== undefined, 'the delivery after the move');
+    expect(keyOf('after the move')).toBe(KEYS.t2);
+  });
+});
+
 describe('createReleaseOutbox({ panels }) options', () => {
   const store = createMemoryOutboxStore();
   const resolve = () => null;

@@ -28,6 +28,14 @@ export interface PanelSendersOptions {
   now: () => number;
 }
 
+/** How long a known panel's delivery waits for its credentials' refresh before using the known ones. */
+const STALE_WAIT_MS = 100;
+
+const delay = (ms: number): Promise<undefined> =>
+  new Promise((resolve) => {
+    setTimeout(() => resolve(undefined), ms).unref();
+  });
+
 type Answer = { sender: MotherClient; freshUntil: number } | { error: PanelDeliveryError; freshUntil: number };
 
 export class PanelSenders {
@@ -43,11 +51,23 @@ export class PanelSenders {
 
   /**
    * The client to send `panel`'s releases with. Asks the resolver at most once per panel per
-   * `resolveTtlMs` (concurrent asks share one call); while the resolver fails, a panel it knew
-   * keeps its credentials. Throws PANEL_UNRESOLVED when there are none.
+   * `resolveTtlMs` (concurrent asks share one call; a known panel's refresh runs in the
+   * background); while the resolver fails, a panel it knew keeps its credentials. Throws
+   * PANEL_UNRESOLVED when there are none.
    */
   async senderFor(panel: string): Promise<ReleaseSender> {
     let answer = this.answers.get(panel);
+    if (answer !== undefined && 'sender' in answer && answer.freshUntil <= this.options.now()) {
+      // Known credentials past their TTL: the resolver is asked again, and its answer used if it
+      // comes within STALE_WAIT_MS (a rotated secret takes effect at once); otherwise the known
+      // credentials go while it finishes in the background. A slow or hanging resolver delays a
+      // known panel's delivery by STALE_WAIT_MS at most, never by `resolveTimeoutMs`.
+      const stale = answer.sender;
+      const fresh = await Promise.race([this.ask(panel), delay(STALE_WAIT_MS)]);
+      if (fresh === undefined) return stale;
+      if ('error' in fresh) throw fresh.error;
+      return fresh.sender;
+    }
     if (answer === undefined || answer.freshUntil <= this.options.now()) answer = await this.ask(panel);
     if ('error' in answer) throw answer.error;
     return answer.sender;
