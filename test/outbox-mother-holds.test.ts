@@ -66,6 +66,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     expect(pushes.toHanging).toBeLessThanOrEqual(6 + Math.ceil((Date.now() - began) / 1500));
     hanging.setFaults({});
     await waitFor(() => hanging.releases.length === 20, 'the held panels’ releases once their mother answers', 10_000);
+    await waitFor(async () => (await outbox.stats()).delivered === 50, 'every release recorded as delivered');
     // Rows put back unsent were not counted as attempts: the attempts of the held panels' rows
     // are exactly the pushes their mother got, and few failed.
     const rows = await outbox.list({ state: 'delivered', limit: 100 });
@@ -104,7 +105,9 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     await outbox.enqueue(release('poison'), { panel: 'p' });
     await waitFor(() => poisoned.pushes >= 1, 'the first failed push');
     for (const n of [1, 2, 3]) await outbox.enqueue(release(`q-${n}`), { panel: 'q' });
-    await waitFor(() => mother.releases.length === 3, 'panel q’s releases, while p’s keeps failing', 5000);
+    // Recorded as delivered (not only received: the mother gets a push before the outbox settles it).
+    await waitFor(async () => (await outbox.stats({ panel: 'q' })).delivered === 3, 'panel q’s releases, while p’s keeps failing', 5000);
+    expect(mother.releases).toHaveLength(3);
     expect((await outbox.stats({ panel: 'q' })).pending).toBe(0);
   });
 
