@@ -10,12 +10,12 @@ import { createCheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
 import { createHealthHandler } from './health-handler.js';
 import { createHostResolver, type PanelResolution } from './host-resolver.js';
+import { HostRoutes } from './host-routes.js';
 import type { LicenseGuard } from './license-guard.js';
 import { wantsJson } from './lock-response.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
 import { hostKey, requestHost } from './request-host.js';
 import { serveVerdict } from './serve-verdict.js';
-import type { GuardSnapshot } from './snapshot.js';
 import { createStatusHandler } from './status-handler.js';
 import { attachInstruments } from './telemetry.js';
 
@@ -39,33 +39,10 @@ function sendUnknownHost(req: Request, res: Response, config: GuardConfig): void
 
 /**
  * How long a host's route serves requests on its own before the full path runs again for it
- * (which refreshes the caches' recency and starts the resolver's background refresh when due).
+ * (which refreshes the caches' recency and starts the resolver's background refresh when due):
+ * at 1,000 hosts, one request in ~1,000 takes the full path.
  */
-const ROUTE_MS = 30_000;
-
-const PORT = /^:\d{1,5}$/;
-
-/** A key routes only the host itself, as its canonical spelling, with or without a port. */
-const isRouteKey = (key: string, host: string) => key === host || (key.startsWith(host) && PORT.test(key.slice(host.length)));
-
-/**
- * A host as received (`hostKey(req)`) → what its requests get while the panel's verdict stands:
- * the pre-built snapshot, the config to serve it with and your id of the panel. The request
- * path reads this object and one field of the panel (its version), nothing else of it.
- */
-interface Route {
-  panel: PanelRuntime;
-  /** The panel's `servingVersion` when this route was made: a newer one means the full path. */
-  version: number;
-  snapshot: GuardSnapshot;
-  /** The guard's shared config while the verdict does not lock; the panel's own when it does. */
-  config: GuardConfig;
-  /** Your id of the panel (`res.locals.panel`). */
-  tenant: string | undefined;
-  /** The window (guard's clock) in which the route serves on its own; outside it, the full path. */
-  from: number;
-  until: number;
-}
+const ROUTE_MS = 60_000;
 
 export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   const panels = config.panels as NonNullable<GuardConfig['panels']>;
@@ -113,42 +90,21 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
       const panel = running.peek(id);
       if (!panel) return;
       // No request for `idleMs`: stop checking until the next one (which checks first if needed).
-      if (config.now() - panel.lastRequestAt > panels.idleMs) panel.idle = true;
+      if (config.now() - panel.lastRequestAt > panels.idleMs && routes.unservedFor(panel.servedTick, panels.idleMs)) panel.idle = true;
       else panel.scheduled();
     },
   });
 
   const context = { spreader, events, hostsOf: (panel: string) => resolver.hostsOf(panel) };
 
-  /**
-   * Routes by the host as received, bounded like the resolver's hosts (the oldest goes first).
-   * A route only ever points at a panel; whether that panel may serve is asked on every request.
-   */
-  const routes = new Map<string, Route>();
-  const maxRoutes = panels.max * 4;
-  function setRoute(key: string | undefined, host: string, panel: PanelRuntime, known: PanelResolution, now: number): void {
-    // Only the host's own spelling, with a port at most: `Host: a.example:000…0` (15 KB of port)
-    // or `A.Example` take the full path each time instead of a route each.
-    if (key === undefined || closed || !isRouteKey(key, host)) return;
+  /** Routes by the host as received, bounded like the resolver's hosts. */
+  const routes = new HostRoutes(panels.max * 4);
+  function setRoute(req: Request, host: string, panel: PanelRuntime, known: PanelResolution, now: number): void {
+    if (closed) return;
     // Never past the resolver's answer (a host due to be asked again takes the full path), nor
     // past the time the verdict stops serving as it is.
-    const until = Math.min(now + ROUTE_MS, known.freshUntil, panel.servableUntil(now));
-    // Re-set at the end of the map's order: the routes of hosts in use go last when it is full.
-    routes.delete(key);
-    if (until <= now) return;
-    const { snapshot } = panel.monitor.entry;
-    const route: Route = {
-      panel,
-      version: panel.servingVersion,
-      snapshot,
-      // Serving an unlocked verdict reads only what every panel shares (domains, allow-list).
-      config: snapshot.lock === undefined ? config : panel.config,
-      tenant: known.credentials.panel,
-      from: now,
-      until,
-    };
-    if (routes.size >= maxRoutes) routes.delete(routes.keys().next().value as string);
-    routes.set(key, route);
+    const lifeMs = Math.min(ROUTE_MS, known.freshUntil - now, panel.servableUntil(now) - now);
+    routes.set(req, hostKey(req), host, panel, config, known.credentials.panel, lifeMs);
   }
 
   /**
@@ -186,24 +142,22 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
 
   /**
    * A request for a host routed lately, whose panel's verdict serves as it is (no first check,
-   * not idle, not stale): one map read, one clock read and the verdict's ready-made locals, with
-   * as little memory touched as can be (at 1,000 panels that memory is what costs: cache misses).
-   * Everything else takes the full path.
+   * not idle, not stale): one map read and the route's ready-made locals. Everything else takes
+   * the full path.
    */
   function handleRouted(req: Request, res: Response, next: NextFunction): void {
-    const key = hostKey(req);
-    const route = key === undefined ? undefined : routes.get(key);
-    if (route !== undefined) {
-      const now = config.now();
-      const { panel } = route;
-      if (route.version === panel.servingVersion && now >= route.from && now < route.until) {
-        panel.lastRequestAt = now;
-        res.locals.panel = route.tenant;
-        serveVerdict(req, res, next, route.config, route.snapshot, panel);
-        return;
-      }
+    const route = routes.serving(hostKey(req));
+    if (route === undefined) {
+      handle(req, res, next, false, false);
+      return;
     }
-    handle(req, res, next, false, false);
+    const { locals } = res;
+    locals.panel = route.tenant;
+    if (route.pass) {
+      locals.branding = route.branding;
+      locals.license = route.license;
+      next();
+    } else serveVerdict(req, res, next, route.config, route.snapshot, route.panel);
   }
 
   /** `resolved`: the host's resolver call is over; `waited`: so is the wait for the panel's verdict. */
@@ -246,7 +200,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     }
     // Your id of the panel (from the resolver), so an upload route can enqueue without a lookup.
     res.locals.panel = known.credentials.panel;
-    setRoute(hostKey(req), host as string, panel, known, now);
+    setRoute(req, host as string, panel, known, now);
     serveVerdict(req, res, next, panel.config, snapshot, panel);
   }
 
@@ -274,7 +228,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   };
   guard.close = async () => {
     closed = true;
-    routes.clear();
+    routes.close();
     resolver.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.

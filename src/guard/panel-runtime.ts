@@ -34,8 +34,15 @@ export interface PanelContext {
   hostsOf: (panel: string) => string[];
 }
 
-/** The longest a verdict is judged servable before it is worked out again. */
-const SERVABLE_RECKON_MS = 5000;
+/**
+ * The longest a verdict is judged servable before it is worked out again: how late a clock offset
+ * learnt from another panel's check (same mother) can move an `expires_at` day's end. A day-long
+ * expiry seen a minute late; the grace timer locks on time regardless.
+ */
+const SERVABLE_RECKON_MS = 60_000;
+
+/** `servedTick` of a panel no route has served (its idle check goes by the full path's clock). */
+const NEVER_SERVED = -(2 ** 30);
 
 /** The hosts a panel refused as not licensed, reported once each (bounded). */
 const MAX_REPORTED_HOSTS = 32;
@@ -48,10 +55,13 @@ const MAX_REPORTED_HOSTS = 32;
 export class PanelRuntime implements ServeHooks, MonitorRelay {
   /**
    * Bumped whenever what a request gets may change (a new verdict, idling, closing): a route
-   * made before it takes the full path. First of the fields, next to `lastRequestAt`, so that
-   * the request path touches one line of this object.
+   * made before it takes the full path. First of the fields, next to `servedTick`, so that the
+   * request path touches one line of this object.
    */
   servingVersion = 0;
+  /** The routes' tick in which a route last served this panel (a Smi, written per request). */
+  servedTick = NEVER_SERVED;
+  /** The guard's clock at the last request that took the full path. */
   lastRequestAt: number;
   readonly id: string;
   readonly config: GuardConfig;

@@ -47,8 +47,27 @@ export function requestHost(req: Request): string | undefined {
  * `X-Forwarded-Host` is present (Express then uses `Host` whatever `trust proxy` says), else
  * `req.hostname` itself. Two requests with the same key have the same `req.hostname`; `panels`
  * mode keys its routes by it.
+ *
+ * It reads `req.rawHeaders`, not `req.headers`: Node builds the headers object on first access,
+ * and a key read per request should not be what pays for that (the app builds it when it needs it).
  */
 export function hostKey(req: Request): string | undefined {
+  const raw = req.rawHeaders;
+  // A request made up in code (a test double) may have headers and no raw ones.
+  if (raw === undefined) return keyFromHeaders(req);
+  let host: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 4) {
+      // Node keeps the first of repeated Host headers; so does this.
+      if (host === undefined && (name === 'Host' || name === 'host' || name.toLowerCase() === 'host')) host = raw[i + 1];
+    } else if (name.length === 16 && name.toLowerCase() === 'x-forwarded-host') return keyFromHeaders(req);
+  }
+  return host;
+}
+
+/** `hostKey` where an `X-Forwarded-Host` was sent: decided from `req.headers`, as Express does. */
+function keyFromHeaders(req: Request): string | undefined {
   const { headers } = req;
   const forwarded = headers['x-forwarded-host'];
   const key = forwarded === undefined || forwarded === '' ? headers.host : req.hostname;
