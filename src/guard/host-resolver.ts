@@ -2,6 +2,8 @@
 // (concurrent first requests share it), bounded by a timeout, unknown hosts remembered briefly.
 import { LRUCache } from 'lru-cache';
 import { describeError } from '../logger.js';
+import type { NewHostGate } from './new-host-gate.js';
+import type { ResolverFailure } from './resolver-reports.js';
 
 export interface PanelCredentials {
   apiKey: string;
@@ -29,7 +31,8 @@ export interface PanelResolution {
   freshUntil: number;
 }
 
-export type Resolution = PanelResolution | { kind: 'unknown' };
+/** `busy`: a new host over the process-wide bound on first calls (answered 503, nothing kept). */
+export type Resolution = PanelResolution | { kind: 'unknown' } | { kind: 'busy' };
 
 export interface HostResolverOptions {
   resolve: (host: string) => PanelCredentials | null | undefined | Promise<PanelCredentials | null | undefined>;
@@ -43,7 +46,10 @@ export interface HostResolverOptions {
   /** The key of the panel these credentials belong to; throws when they cannot be used (a bad key). */
   runtimeKeyOf: (credentials: PanelCredentials) => string;
   now: () => number;
-  onError: (error: Error) => void;
+  /** The bound on first calls (hosts with no answer yet, known or not). */
+  gate: NewHostGate;
+  /** A failure for a host: the error (with the host) and what went wrong without it. */
+  onFailure: (kind: ResolverFailure, error: Error, detail: string) => void;
   /**
    * A host's answer moved it to another panel runtime (a rotated secret): the old one must stop
    * checking at once, or it would keep checking with the old secret, and lock, under the same
@@ -68,6 +74,7 @@ export interface HostResolver {
 const MAX_HOSTS_SHOWN = 100;
 
 const UNKNOWN: Resolution = { kind: 'unknown' };
+const BUSY: Resolution = { kind: 'busy' };
 
 const sameCredentials = (a: PanelCredentials, b: PanelCredentials) =>
   a.apiKey === b.apiKey && a.apiSecret === b.apiSecret && a.baseUrl === b.baseUrl && a.panel === b.panel;
@@ -114,14 +121,15 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
 
   /** A definite answer that the host has no usable panel (deprovisioned, or bad credentials). */
   function refuse(host: string, why: string): Resolution {
-    options.onError(new Error(`panel-license-guard: ${why}`));
+    options.onFailure('unusable', new Error(`panel-license-guard: the panels resolver returned ${why} for ${host}`), `returned ${why}`);
     return remember(host, UNKNOWN, options.unknownTtlMs);
   }
 
   async function ask(host: string): Promise<Resolution> {
     let timer: NodeJS.Timeout | undefined;
+    const timedOutError = new Error('timed out');
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the panels resolver did not answer for ${host} within ${options.timeoutMs} ms`)), options.timeoutMs);
+      timer = setTimeout(() => reject(timedOutError), options.timeoutMs);
       timer.unref();
     });
     try {
@@ -129,18 +137,19 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       clearTimeout(timer);
       if (value === null || value === undefined) return remember(host, UNKNOWN, options.unknownTtlMs);
       const credentials = credentialsFrom(value);
-      if (!credentials)
-        return refuse(host, `the panels resolver returned no { apiKey, apiSecret } strings (and optional non-empty baseUrl, panel) for ${host}`);
+      if (!credentials) return refuse(host, 'no { apiKey, apiSecret } strings (and optional non-empty baseUrl, panel)');
       let runtimeKey: string;
       try {
         runtimeKey = options.runtimeKeyOf(credentials);
       } catch (error) {
-        return refuse(host, `the panels resolver returned unusable credentials for ${host}: ${describeError(error)}`);
+        return refuse(host, `unusable credentials (${describeError(error)})`);
       }
       return rememberPanel(host, credentials, runtimeKey, options.resolveTtlMs);
     } catch (error) {
       // Never a secret in the message: only what went wrong and for which host.
-      options.onError(new Error(`panel-license-guard: ${describeError(error)}`, { cause: error }));
+      const timedOut = error === timedOutError;
+      const detail = timedOut ? `did not answer within ${options.timeoutMs} ms` : `threw: ${describeError(error)}`;
+      options.onFailure(timedOut ? 'timedOut' : 'threw', new Error(`panel-license-guard: the panels resolver ${detail} for ${host}`, { cause: error }), detail);
       // A host that had a panel keeps it while the resolver fails (asked again after unknownTtlMs).
       const previous = answers.peek(host);
       return remember(host, previous ?? UNKNOWN, options.unknownTtlMs);
@@ -153,7 +162,14 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     if (closed) return Promise.resolve(answers.peek(host) ?? UNKNOWN);
     let pending = asking.get(host);
     if (!pending) {
-      pending = ask(host).finally(() => asking.delete(host));
+      // A first call (no answer yet) is bounded process-wide; a known host's refresh is not
+      // (one per host per TTL, and the hosts remembered are capped).
+      const first = answers.peek(host) === undefined;
+      if (first && !options.gate.tryStart()) return Promise.resolve(BUSY);
+      pending = ask(host).finally(() => {
+        asking.delete(host);
+        if (first) options.gate.finished();
+      });
       asking.set(host, pending);
     }
     return pending;

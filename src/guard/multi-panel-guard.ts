@@ -4,38 +4,20 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
-import { errorCodeOf } from '../errors.js';
-import { withPrefix } from '../logger.js';
 import { createCheckSpreader } from './check-spreader.js';
 import type { GuardConfig } from './guard-options.js';
 import { createHealthHandler } from './health-handler.js';
 import { createHostResolver, type PanelResolution } from './host-resolver.js';
+import { sendBusyHost, sendUnknownHost } from './host-responses.js';
 import { HostRoutes } from './host-routes.js';
 import type { LicenseGuard } from './license-guard.js';
-import { wantsJson } from './lock-response.js';
+import { NewHostGate } from './new-host-gate.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
 import { hostKey, requestHost } from './request-host.js';
+import { ResolverReports } from './resolver-reports.js';
 import { serveVerdict } from './serve-verdict.js';
 import { createStatusHandler } from './status-handler.js';
 import { attachInstruments } from './telemetry.js';
-
-const UNKNOWN_MESSAGE = 'There is no panel at this address.';
-const UNKNOWN_JSON = Buffer.from(`${JSON.stringify({ ok: false, error: 'UNKNOWN_HOST', message: UNKNOWN_MESSAGE })}\n`, 'utf8');
-const UNKNOWN_HTML = Buffer.from(
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex"><title>Not found</title></head><body><p>${UNKNOWN_MESSAGE}</p></body></html>\n`,
-  'utf8',
-);
-
-function sendUnknownHost(req: Request, res: Response, config: GuardConfig): void {
-  const json = wantsJson(req, config.apiPrefix);
-  const body = json ? UNKNOWN_JSON : UNKNOWN_HTML;
-  res.status(404);
-  res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Content-Type', json ? 'application/json; charset=utf-8' : 'text/html; charset=utf-8');
-  if (!json) res.setHeader('Content-Security-Policy', "default-src 'none'");
-  res.setHeader('Content-Length', String(body.byteLength));
-  res.end(req.method === 'HEAD' ? undefined : body);
-}
 
 /**
  * How long a host's route serves requests on its own before the full path runs again for it
@@ -48,10 +30,12 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   const panels = config.panels as NonNullable<GuardConfig['panels']>;
   const events = new EventEmitter();
   let closed = false;
-  const report = (error: Error) => {
-    if (events.listenerCount('error') > 0) events.emit('error', error);
-    else config.logger.warn(withPrefix(error.message), { event: 'resolve_failed', code: errorCodeOf(error) === 'UNKNOWN' ? undefined : errorCodeOf(error) });
-  };
+  const gate = new NewHostGate({ perSecond: panels.resolvePerSecond, burst: panels.resolveBurst, concurrency: panels.resolveConcurrency });
+  const reports = new ResolverReports({
+    logger: config.logger,
+    perSecond: panels.resolvePerSecond,
+    emit: (error) => events.listenerCount('error') > 0 && events.emit('error', error),
+  });
   const resolver = createHostResolver({
     resolve: panels.resolve,
     max: panels.max * 4,
@@ -61,7 +45,8 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     timeoutMs: panels.resolveTimeoutMs,
     runtimeKeyOf: panels.runtimeKeyOf,
     now: config.now,
-    onError: report,
+    gate,
+    onFailure: (kind, error, detail) => reports.failed(kind, error, detail),
     // A rotated secret: once no host uses the old runtime, it stops checking at once. It is
     // retired, as on eviction, so a host that comes back to it resumes from its verdict, unwaited.
     onMoved: (runtimeKey) => {
@@ -167,7 +152,11 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (host !== undefined && known === undefined && !resolved && !closed) {
       resolver
         .resolve(host)
-        .then(() => handle(req, res, next, true, false))
+        .then((resolution) => {
+          if (resolution.kind !== 'busy') return handle(req, res, next, true, false);
+          reports.busy();
+          sendBusyHost(req, res, config, gate.retryAfterSeconds());
+        })
         .catch(next);
       return;
     }
@@ -230,6 +219,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     closed = true;
     routes.close();
     resolver.close();
+    reports.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.
     await Promise.all(Array.from(running.values(), (panel) => panel.close()));

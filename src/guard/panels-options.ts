@@ -27,6 +27,16 @@ export interface PanelsOptions {
   resolveTimeoutMs?: number;
   /** Each panel is checked once per interval, at its own phase in it (spread evenly). @default 300000 (5 min) */
   checkIntervalMs?: number;
+  /**
+   * Resolver calls per second for hosts not known yet, in this process (random `Host` headers must
+   * not drive your tenants database). A new host over it gets `503` with `Retry-After`; known
+   * hosts are never affected. @default 100
+   */
+  resolvePerSecond?: number;
+  /** First resolver calls that may start at once before `resolvePerSecond` applies (a restart). @default 1000 */
+  resolveBurst?: number;
+  /** First resolver calls under way at once, at most; more new hosts get `503`. @default 32 */
+  resolveConcurrency?: number;
 }
 
 export interface ResolvedPanels {
@@ -37,13 +47,27 @@ export interface ResolvedPanels {
   unknownTtlMs: number;
   resolveTimeoutMs: number;
   checkIntervalMs: number;
+  resolvePerSecond: number;
+  resolveBurst: number;
+  resolveConcurrency: number;
   /** A client for one panel, with the guard's `baseUrl`, `timeoutMs`, `allowInsecureHttp` and `fetch`. */
   clientFor: (credentials: PanelCredentials) => MotherClient;
   /** The key a panel's runtime is kept under (its client's `panelId` and a print of the secret); throws on unusable credentials. */
   runtimeKeyOf: (credentials: PanelCredentials) => string;
 }
 
-const KEYS = ['resolve', 'max', 'idleMs', 'resolveTtlMs', 'unknownTtlMs', 'resolveTimeoutMs', 'checkIntervalMs'];
+const KEYS = [
+  'resolve',
+  'max',
+  'idleMs',
+  'resolveTtlMs',
+  'unknownTtlMs',
+  'resolveTimeoutMs',
+  'checkIntervalMs',
+  'resolvePerSecond',
+  'resolveBurst',
+  'resolveConcurrency',
+];
 /** Options that name one panel, or schedule one: meaningless with `panels`. */
 const SINGLE_PANEL = ['apiKey', 'apiSecret', 'client', 'stateFile', 'syncIntervalMs', 'schedule'] as const;
 const HINTS: Partial<Record<(typeof SINGLE_PANEL)[number], string>> = {
@@ -86,6 +110,9 @@ export function resolvePanels(options: LicenseGuardOptions, problems: OptionProb
     unknownTtlMs: problems.check(() => positiveInteger('panels.unknownTtlMs', given.unknownTtlMs, 30_000), 1),
     resolveTimeoutMs: problems.check(() => timerMs('panels.resolveTimeoutMs', given.resolveTimeoutMs, 5000), 1),
     checkIntervalMs: problems.check(() => positiveInteger('panels.checkIntervalMs', given.checkIntervalMs, 300_000, 10_000), 300_000),
+    resolvePerSecond: problems.check(() => positiveInteger('panels.resolvePerSecond', given.resolvePerSecond, 100, 1, 1_000_000), 100),
+    resolveBurst: problems.check(() => positiveInteger('panels.resolveBurst', given.resolveBurst, 1000, 1, 1_000_000), 1000),
+    resolveConcurrency: problems.check(() => positiveInteger('panels.resolveConcurrency', given.resolveConcurrency, 32, 1, 100_000), 32),
     clientFor: clientOf,
     runtimeKeyOf: (credentials) => {
       // Building the client checks the key, secret and base URL before anything uses them; the

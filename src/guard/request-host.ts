@@ -76,5 +76,5 @@ function keyFromHeaders(req: Request): string | undefined {
 
 const MAX_HOST_LENGTH = 254;
 
-const MAX_SEEN = 50_000;
+const MAX_SEEN = 10_000;
 const seen = new Map<string, string>();
