@@ -89,7 +89,7 @@ describe.skipIf(!haveRedis)('cluster mode under attack', () => {
     const peer = new LeaseSeal(panelId(), 'feedfacefeedface', (data) => clientFor(emulator).localMac('license-store', data));
     const outvoted: LicenseStore = {
       ...store,
-      acquire: async (key, value, ttlMs) => (key.includes(':slot:') ? peer.value(key) : store.acquire(key, value, ttlMs)),
+      acquire: async (key, value, ttlMs, maxBytes) => (key.includes(':slot:') ? peer.value(key) : store.acquire(key, value, ttlMs, maxBytes)),
     };
     const guard = await instance(prefix, {}, outvoted);
     await guard.start();
@@ -139,6 +139,34 @@ describe.skipIf(!haveRedis)('cluster mode under attack', () => {
     const rejected = errors.filter((error) => error.code === 'SHARED_VERDICT_REJECTED');
     expect(rejected.length).toBe(1);
   });
+
+  it('reads lease holders capped in Redis: 8 MB planted at the predictable slot keys never cross whole', async () => {
+    const prefix = newPrefix();
+    // Every holder the guard gets back from the store, as it gets it.
+    let longest = 0;
+    const measured = async (): Promise<LicenseStore> => {
+      const store = await storeFor(prefix);
+      return {
+        ...store,
+        acquire: async (key, value, ttlMs, maxBytes) => {
+          const holder = await store.acquire(key, value, ttlMs, maxBytes);
+          longest = Math.max(longest, holder?.length ?? 0);
+          return holder;
+        },
+      };
+    };
+    const two = [await instance(prefix, {}, await measured()), await instance(prefix, {}, await measured())];
+    await Promise.all(two.map((guard) => guard.start()));
+    const slot = Math.ceil(Date.now() / 1000) * 1000;
+    const huge = 'x'.repeat(8 * 1024 * 1024);
+    for (let i = 0; i < 6; i++)
+      await redis.set(`${prefix}${panelId()}:lease:slot:panel-license-guard:${new Date(slot + i * 1000).toISOString()}`, huge, { PX: 60_000 });
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    await waitFor(() => two.every((guard) => guard.state === 'locked'), 'both locked by their own checks', 4000);
+    await sleep(2000);
+    expect(longest).toBeGreaterThan(0);
+    expect(longest).toBeLessThanOrEqual(201);
+  }, 20_000);
 });
 
 describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {

@@ -11,7 +11,7 @@ import type { LicenseStore, StoreHealth, StoreSubscription } from './license-sto
 import { RefusalReports } from './refusal-reports.js';
 import type { Mac } from './sealed-json.js';
 import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
-import { callStore, LeaseSeal } from './store-calls.js';
+import { callStore, LEASE_MAX_BYTES, LeaseSeal } from './store-calls.js';
 
 export interface ClusterSyncOptions {
   store: LicenseStore;
@@ -171,7 +171,7 @@ export class ClusterSync {
     const value = this.leases.value(key);
     let holder: string | null;
     try {
-      holder = await callStore(() => this.options.store.acquire(key, value, ttlMs));
+      holder = await callStore(() => this.options.store.acquire(key, value, ttlMs, LEASE_MAX_BYTES));
       this.healthy();
     } catch (error) {
       this.unavailable(error);

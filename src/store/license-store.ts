@@ -27,9 +27,11 @@ export interface LicenseStore {
   subscribe(key: string, listener: (value: string) => void): StoreSubscription;
   /**
    * Sets `key` to `value` for `ttlMs` unless it exists: resolves null when this call set it, or
-   * the value that holds the key (so the guard can verify that the holder is genuine).
+   * the value that holds the key (so the guard can verify that the holder is genuine), of which
+   * more than `maxBytes` may be cut: read it capped in the store, since lease key names are
+   * predictable and anyone who can write to the store can plant a huge value there.
    */
-  acquire(key: string, value: string, ttlMs: number): Promise<string | null>;
+  acquire(key: string, value: string, ttlMs: number, maxBytes: number): Promise<string | null>;
 }
 
 export interface StoreSubscription {

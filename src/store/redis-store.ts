@@ -34,8 +34,10 @@ const PUBLISH_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); redi
 // Reads at most maxBytes + 1 bytes, so an oversized value never crosses the network whole (the
 // guard refuses what is longer than its cap).
 const GET_SCRIPT = "if redis.call('EXISTS', KEYS[1]) == 0 then return false end return redis.call('GETRANGE', KEYS[1], 0, ARGV[1])";
-// SET NX that says who holds the key when it was taken (works on every Redis version, unlike SET NX GET).
-const ACQUIRE_SCRIPT = "local v = redis.call('GET', KEYS[1]) if v then return v end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return false";
+// SET NX that says who holds the key when it was taken (works on every Redis version, unlike SET NX
+// GET), reading at most maxBytes + 1 bytes of the holder, as GET_SCRIPT does.
+const ACQUIRE_SCRIPT =
+  "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('GETRANGE', KEYS[1], 0, ARGV[3]) end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return false";
 
 /**
  * A LicenseStore on Redis. Commands fail fast while the client is not connected (node-redis
@@ -100,7 +102,7 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
     async publish(key, value, ttlMs) {
       await command(['EVAL', PUBLISH_SCRIPT, '1', prefix + key, value, ms(ttlMs)]);
     },
-    acquire: (key, value, ttlMs) => command<string | null>(['EVAL', ACQUIRE_SCRIPT, '1', prefix + key, value, ms(ttlMs)]),
+    acquire: (key, value, ttlMs, maxBytes) => command<string | null>(['EVAL', ACQUIRE_SCRIPT, '1', prefix + key, value, ms(ttlMs), String(maxBytes)]),
     subscribe(key, listener) {
       const channel = prefix + key;
       const shared = sharedSubscriber();

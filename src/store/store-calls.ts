@@ -5,6 +5,9 @@ import type { Mac } from './sealed-json.js';
 /** Longest any store call may take, whatever the store does (its own timeout is usually shorter). */
 const STORE_CALL_TIMEOUT_MS = 2000;
 
+/** The longest lease holder read back from the store (a genuine one is ~50 characters). */
+export const LEASE_MAX_BYTES = 200;
+
 /**
  * Runs one store call: a store that throws synchronously, rejects, or never settles becomes a
  * rejection within STORE_CALL_TIMEOUT_MS, so a custom store can never hang start() or close().
@@ -41,7 +44,7 @@ export class LeaseSeal {
   }
 
   isGenuine(key: string, holder: unknown): boolean {
-    if (typeof holder !== 'string' || holder.length > 200) return false;
+    if (typeof holder !== 'string' || holder.length > LEASE_MAX_BYTES) return false;
     const [instance = '', given = ''] = holder.split('.');
     if (!/^[0-9a-f]{16}$/.test(instance)) return false;
     const expected = this.sign(key, instance);
