@@ -1,14 +1,16 @@
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
-import { API_KEY, API_SECRET, startEmulator } from './helpers.js';
+import { API_KEY, API_SECRET, startEmulator, waitFor } from './helpers.js';
 import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 
 let emulator: MotherEmulator;
@@ -147,6 +149,89 @@ describe('panel-license', () => {
       const said = [refused, pushed, list, retry, missing, query, other].flatMap((io) => [...io.out, ...io.err]).join('\n');
       expect(said).toMatch(/no outbox table .*never_created at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test \(/i);
       expect(said).not.toMatch(/sekret/);
+    });
+
+    it('never shows a password it cannot read as meant, and never takes a URL for a file path', async () => {
+      const file = join(dir, 'never.json');
+      writeFileSync(file, JSON.stringify({ title: 'Never', remote_track_id: 'cli-never' }));
+      const work = mkdtempSync(join(tmpdir(), 'plg-cli-cwd-'));
+      const home = process.cwd();
+      process.chdir(work);
+      try {
+        for (const given of [
+          'postgres://user:2024/Winter@127.0.0.1/test', // digits before an unencoded / read as a port
+          'postgres://user:5432#Winter@127.0.0.1/test', // a # starts a fragment
+          'postgres:/user:Winter@127.0.0.1/test', // one slash
+          'postgresql:user:Winter@127.0.0.1/test', // none
+          'POSTGRES://user:Winter@', // no host
+          'mysql:user:Winter@127.0.0.1/db',
+        ])
+          for (const args of [
+            ['push', file, '--outbox', given],
+            ['outbox', '--outbox', given],
+          ]) {
+            const { io, out, err } = fakeIo(env());
+            expect(await main(args, io), given).toBe(EXIT.usage);
+            const said = [...out, ...err].join('\n');
+            expect(said).not.toContain('Winter');
+            expect(said).toMatch(/not shown: it may hold a password|PGPASSWORD/);
+          }
+        // Nothing was created where the URL would have been a path.
+        expect(readdirSync(work)).toEqual([]);
+      } finally {
+        process.chdir(home);
+      }
+    });
+
+    it('takes the outbox from PANEL_LICENSE_OUTBOX, so a URL with its password stays off the command line', async () => {
+      const outbox = join(dir, 'from-env.db');
+      const file = join(dir, 'env.json');
+      writeFileSync(file, JSON.stringify({ title: 'From env', remote_track_id: 'cli-env' }));
+      expect(await main(['push', file], fakeIo({ ...env(), PANEL_LICENSE_OUTBOX: outbox }).io)).toBe(EXIT.ok);
+      const list = fakeIo();
+      expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
+      expect(list.out[0]).toBe('pending 0 · delivered 1 · dead 0');
+      expect(list.out[1]).toMatch(/cli-env/);
+    });
+
+    it.skipIf(!havePostgres)('rides out PostgreSQL dropping its connections while push waits for the mother (the built CLI)', async () => {
+      const url = new URL(DATABASE_URL);
+      url.searchParams.set('schema', pgSchema);
+      url.searchParams.set('table', 'restart_outbox');
+      url.searchParams.set('application_name', `plg-cli-${process.pid}`);
+      const file = join(dir, 'restart.json');
+      writeFileSync(file, JSON.stringify({ title: 'Through a restart', remote_track_id: 'cli-restart' }));
+      const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+      emulator.setFaults({ down: true });
+      try {
+        // The URL from the environment, as the README advises; the process as a user runs it.
+        const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/cli/bin.js', import.meta.url)), 'push', file, '--wait-s', '20'], {
+          env: { ...process.env, ...env(), PANEL_LICENSE_OUTBOX: url.toString() },
+        });
+        let output = '';
+        child.stdout.on('data', (chunk) => {
+          output += chunk;
+        });
+        child.stderr.on('data', (chunk) => {
+          output += chunk;
+        });
+        const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+        // While push waits, the server drops every connection of the CLI (as a restart does).
+        await waitFor(
+          async () => (await admin.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [`plg-cli-${process.pid}`])).rowCount,
+          'the CLI connected',
+        );
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const dropped = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`plg-cli-${process.pid}`]);
+        expect(dropped.rowCount).toBeGreaterThan(0);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        emulator.setFaults({});
+        expect(await exited, output).toBe(EXIT.ok);
+        expect(output).toMatch(/^delivered/m);
+      } finally {
+        emulator.setFaults({});
+        await admin.end();
+      }
     });
 
     it('prints artist text with every control character escaped', async () => {

@@ -7,7 +7,20 @@ import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxStore } from '../outbox/store.js';
 import { UsageError } from './io.js';
 
-const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+/** `postgres:` or `postgresql:` however it goes on: a PostgreSQL location, never a file path. */
+const POSTGRES_SCHEME = /^postgres(ql)?:/i;
+
+/** The default SQLite outbox of the CLI. */
+export const DEFAULT_OUTBOX_FILE = './data/outbox.db';
+
+/**
+ * Where the CLI finds the outbox when `--outbox` is not given: `PANEL_LICENSE_OUTBOX` (so that a
+ * URL with a password stays off the command line and out of shell history), else the default file.
+ */
+export function outboxFromEnv(env: Record<string, string | undefined>): string {
+  const given = env.PANEL_LICENSE_OUTBOX;
+  return given === undefined || given.trim() === '' ? DEFAULT_OUTBOX_FILE : given;
+}
 
 export interface OpenedOutboxStore {
   store: OutboxStore;
@@ -18,11 +31,40 @@ export interface OpenedOutboxStore {
 }
 
 export function isPostgresUrl(location: string): boolean {
-  return POSTGRES_URL.test(location.trim());
+  return POSTGRES_SCHEME.test(location.trim());
 }
 
-/** Any `scheme://`: a URL that is not PostgreSQL is refused, never taken for a file path. */
-const ANY_URL = /^\s*[a-z][a-z0-9+.-]*:\/\//i;
+/**
+ * Any `scheme:` of two letters or more (`mysql://…`, `postgres:/…`): a URL, refused unless it is
+ * PostgreSQL, never taken for a file path (which would create a file named after it, password
+ * included). One letter is a Windows drive.
+ */
+const ANY_SCHEME = /^\s*[a-z][a-z0-9+.-]+:/i;
+
+/** Said of a PostgreSQL URL that cannot be read as meant; never quotes it (it may hold a password). */
+const MALFORMED =
+  '--outbox starts like a PostgreSQL URL but is not a well-formed postgres://user@host/db URL (in a password, / # ? @ : must be percent-encoded, e.g. %2F; or leave the password out and set PGPASSWORD). The value is not shown: it may hold a password.';
+
+/**
+ * The URL as a user meant it, or undefined when it cannot be: `postgres://` then, where an `@`
+ * appears, a host that is what follows the last `@` (`user:2024/Winter@host` would otherwise be
+ * read as host `user`, port 2024, and the password shown as a path).
+ */
+function wellFormed(location: string): URL | undefined {
+  const text = location.trim();
+  if (!/^postgres(ql)?:\/\/[^/]/i.test(text)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (url.hostname === '' || url.hash !== '') return undefined;
+  const at = text.lastIndexOf('@');
+  if (at === -1) return url;
+  const afterAt = text.slice(at + 1).split(/[/?#]/)[0] ?? '';
+  return afterAt.toLowerCase() === url.host.toLowerCase() && url.username !== '' ? url : undefined;
+}
 
 /**
  * The URL as it may be shown: scheme, user, host, port and database only. A password can sit in
@@ -50,7 +92,7 @@ function scrubbed(text: string, secrets: string[]): string {
 }
 
 interface PgModule {
-  Pool: new (config: { connectionString: string; max: number }) => PgPool & { end(): Promise<void> };
+  Pool: new (config: { connectionString: string; max: number }) => PgPool & { end(): Promise<void>; on(event: 'error', listener: (error: Error) => void): unknown };
 }
 
 /** `pg` is an optional peer dependency: loaded only when a postgres:// URL is given. */
@@ -69,12 +111,8 @@ async function loadPg(usage: string): Promise<PgModule> {
  * in a database given by mistake.
  */
 async function openPostgres(location: string, mustExist: boolean, usage: string): Promise<OpenedOutboxStore> {
-  let url: URL;
-  try {
-    url = new URL(location.trim());
-  } catch {
-    throw new UsageError('--outbox is not a valid postgres:// URL.', usage);
-  }
+  const url = wellFormed(location);
+  if (url === undefined) throw new UsageError(MALFORMED, usage);
   const schema = url.searchParams.get('schema') ?? 'public';
   const table = url.searchParams.get('table') ?? 'release_outbox';
   url.searchParams.delete('schema');
@@ -83,6 +121,9 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
   const secrets = secretsOf(url);
   const { Pool } = await loadPg(usage);
   const pool = new Pool({ connectionString: url.toString(), max: 4 });
+  // An idle connection that drops (PostgreSQL restarting) is an 'error' event on the pool: with no
+  // listener it ends the process. The outbox's next query reconnects, and retries meanwhile.
+  pool.on('error', () => {});
   const close = () => pool.end().catch(() => {});
   try {
     const store = postgresOutboxStore({ pool, schema, table });
@@ -101,7 +142,7 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
 /** Opens the outbox at `location`. `mode`: `create` for push, `write` for retry, `read` for listing. */
 export async function openOutboxStore(location: string, mode: 'create' | 'write' | 'read', usage: string): Promise<OpenedOutboxStore> {
   if (isPostgresUrl(location)) return openPostgres(location, mode !== 'create', usage);
-  if (ANY_URL.test(location)) throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither.', usage);
+  if (ANY_SCHEME.test(location)) throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither (it is not shown: it may hold a password).', usage);
   if (mode !== 'create' && !existsSync(location))
     throw new UsageError(`There is no outbox at ${location} (nothing was ever queued there). Pass --outbox FILE or a postgres:// URL.`, usage);
   try {

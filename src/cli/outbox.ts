@@ -3,15 +3,16 @@ import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { OutboxState } from '../outbox/store.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
-import { openOutboxStore } from './outbox-location.js';
-import { DEFAULT_OUTBOX_FILE } from './push.js';
+import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
 
 const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--panel ID] [--limit N] [--json] [--outbox FILE|URL]
        panel-license outbox panels [--limit N] [--json] [--outbox FILE|URL]
        panel-license outbox retry ID|--all-dead [--panel ID] [--outbox FILE|URL]
 
-  --outbox FILE|URL   SQLite file (default ./data/outbox.db), or a PostgreSQL URL such as
-                      postgres://user@host/db?schema=public&table=release_outbox (needs: npm install pg)
+  --outbox FILE|URL   SQLite file (default: $PANEL_LICENSE_OUTBOX, else ./data/outbox.db), or a
+                      PostgreSQL URL such as postgres://user@host/db?schema=public&table=release_outbox
+                      (needs: npm install pg). Keep the password out of it: set PGPASSWORD, or put
+                      the whole URL in PANEL_LICENSE_OUTBOX.
   --panel ID          only this panel's releases (your id with \`panels\`, or a client's panelId)
 
 "panels" lists the panels with pending or dead releases, most pending first.
@@ -52,7 +53,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     io.out(USAGE);
     return EXIT.ok;
   }
-  const file = (values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE;
+  const file = (values.outbox as string | undefined) ?? outboxFromEnv(io.env);
   const [action, id] = positionals;
   if (action !== undefined && action !== 'retry' && action !== 'panels') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
   const panel = values.panel as string | undefined;

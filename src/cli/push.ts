@@ -4,7 +4,7 @@ import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
-import { openOutboxStore } from './outbox-location.js';
+import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
 import { createPushProgress } from './push-progress.js';
 
 const USAGE = `Usage: panel-license push FILE [options]
@@ -14,8 +14,10 @@ Releases are stored in the outbox first, so nothing is lost if the mother is dow
 run the command again (or any process on the same outbox file) to finish delivery.
 Only the releases of FILE are waited for; older ones in the outbox are delivered meanwhile.
 
-  --outbox FILE|URL   SQLite file (default ./data/outbox.db), or a PostgreSQL URL such as
-                      postgres://user@host/db?schema=public&table=release_outbox (needs: npm install pg)
+  --outbox FILE|URL   SQLite file (default: $PANEL_LICENSE_OUTBOX, else ./data/outbox.db), or a
+                      PostgreSQL URL such as postgres://user@host/db?schema=public&table=release_outbox
+                      (needs: npm install pg). Keep the password out of it: set PGPASSWORD, or put
+                      the whole URL in PANEL_LICENSE_OUTBOX.
   --wait-s N          how long to wait for delivery before leaving the rest queued (default 60)
 ${CONNECTION_USAGE}
                       (with --json: one JSON object per line, see docs/cli.md)
@@ -23,7 +25,6 @@ ${CONNECTION_USAGE}
 Exit codes: 0 all delivered, 1 some invalid or refused by the mother, 2 usage error,
 3 some still queued when --wait-s ran out.`;
 
-export const DEFAULT_OUTBOX_FILE = './data/outbox.db';
 
 async function readReleases(file: string): Promise<unknown[]> {
   const parsed = await readJsonFile(file, 'releases', USAGE);
@@ -59,7 +60,7 @@ export async function runPush(args: string[], io: Io): Promise<number> {
   const releases = await readReleases(file);
   const client = clientFromFlags(values, io.env, USAGE);
   const json = values.json === true;
-  const opened = await openOutboxStore((values.outbox as string | undefined) ?? DEFAULT_OUTBOX_FILE, 'create', USAGE);
+  const opened = await openOutboxStore((values.outbox as string | undefined) ?? outboxFromEnv(io.env), 'create', USAGE);
   const outbox = createReleaseOutbox({
     client,
     store: opened.store,
