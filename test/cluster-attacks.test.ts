@@ -209,6 +209,32 @@ describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {
     expect(b.state).toBe('locked');
   });
 
+  it('never applies a record older than a verdict the instance verified itself, whatever the clocks say', async () => {
+    // A record written elsewhere (another namespace: this instance never sees it), captured.
+    const elsewhere = newPrefix();
+    const writer = await instance(elsewhere, { schedule: '0 0 1 1 *' });
+    expect(await writer.start()).toBe('active');
+    await sleep(200);
+    const captured = (await redis.get(`${elsewhere}${panelId()}:verdict`)) as string;
+    expect(captured).toBeTruthy();
+    // The revocation comes in a later second of the mother's clock (within one second, the check
+    // order decides, as documented).
+    await sleep(1100);
+    // An instance 4 minutes behind (inside the 5-minute tolerance) verifies a revocation itself.
+    const prefix = newPrefix();
+    const behind = await instance(prefix, { schedule: '0 0 1 1 *', now: () => Date.now() - 4 * 60_000 });
+    await behind.start();
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    expect(await behind.refresh()).toBe('locked');
+    // The attacker deletes the verdict and re-publishes the active record captured before.
+    const key = `${prefix}${panelId()}:verdict`;
+    await redis.del(key);
+    await redis.set(key, captured);
+    await redis.publish(key, captured);
+    await sleep(800);
+    expect(behind.state).toBe('locked');
+  });
+
   it('a slow answer does not overtake a later check', async () => {
     const prefix = newPrefix();
     const slow = await instance(prefix, { schedule: '0 0 1 1 *' });

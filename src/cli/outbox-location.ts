@@ -92,7 +92,10 @@ function scrubbed(text: string, secrets: string[]): string {
 }
 
 interface PgModule {
-  Pool: new (config: { connectionString: string; max: number }) => PgPool & { end(): Promise<void>; on(event: 'error', listener: (error: Error) => void): unknown };
+  Pool: new (config: {
+    connectionString: string;
+    max: number;
+  }) => PgPool & { end(): Promise<void>; on(event: 'error', listener: (error: Error) => void): unknown };
 }
 
 /** `pg` is an optional peer dependency: loaded only when a postgres:// URL is given. */
@@ -142,7 +145,8 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
 /** Opens the outbox at `location`. `mode`: `create` for push, `write` for retry, `read` for listing. */
 export async function openOutboxStore(location: string, mode: 'create' | 'write' | 'read', usage: string): Promise<OpenedOutboxStore> {
   if (isPostgresUrl(location)) return openPostgres(location, mode !== 'create', usage);
-  if (ANY_SCHEME.test(location)) throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither (it is not shown: it may hold a password).', usage);
+  if (ANY_SCHEME.test(location))
+    throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither (it is not shown: it may hold a password).', usage);
   if (mode !== 'create' && !existsSync(location))
     throw new UsageError(`There is no outbox at ${location} (nothing was ever queued there). Pass --outbox FILE or a postgres:// URL.`, usage);
   try {

@@ -25,7 +25,6 @@ ${CONNECTION_USAGE}
 Exit codes: 0 all delivered, 1 some invalid or refused by the mother, 2 usage error,
 3 some still queued when --wait-s ran out.`;
 
-
 async function readReleases(file: string): Promise<unknown[]> {
   const parsed = await readJsonFile(file, 'releases', USAGE);
   return Array.isArray(parsed) ? parsed : [parsed];

@@ -133,6 +133,7 @@ export class LicenseMonitor {
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = null;
+    this.ownServerTime = verdict.server_time ?? this.ownServerTime;
     this.clock.anchor(at);
     const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
     this.move(event, verdict, at, verdict.active ? null : (verdict.reason ?? 'The license is inactive.'));
@@ -160,6 +161,13 @@ export class LicenseMonitor {
   /** Cluster mode: order of the newest check applied (own or a peer's), and of the verdict held. */
   lastOrder: CheckOrder = BEFORE_ANY;
   successOrder: CheckOrder = BEFORE_ANY;
+  /**
+   * The mother's `server_time` (s) of the last answer this instance got itself (0: none). A peer's
+   * record whose verdict the mother answered in an earlier second is never adopted over it: the
+   * mother's clock orders the two, whatever the hosts' clocks say (a replayed record cannot undo
+   * our own lock).
+   */
+  ownServerTime = 0;
   /** Monotonic time (ms) a check outcome was last applied, own or a peer's. */
   lastAppliedMono = Number.NEGATIVE_INFINITY;
 

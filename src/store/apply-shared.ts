@@ -1,5 +1,6 @@
 // Cluster mode: how a peer's record from the license store changes this instance's verdict.
 import { performance } from 'node:perf_hooks';
+import type { LicenseResponse } from '../client/license-response.js';
 import type { LicenseMonitor } from '../guard/license-monitor.js';
 import { isAfter } from './check-order.js';
 import type { SharedVerdict } from './shared-verdict.js';
@@ -21,7 +22,7 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
   monitor.peerFailures = record.failures;
   monitor.lastFailure = record.failure === null ? null : { code: record.failure };
   const { verdict, lastSuccessAt, successOrder } = record;
-  if (verdict !== null && lastSuccessAt !== null && successOrder !== null && isAfter(successOrder, monitor.successOrder)) {
+  if (verdict !== null && lastSuccessAt !== null && successOrder !== null && isAfter(successOrder, monitor.successOrder) && !olderThanOwn(monitor, verdict)) {
     monitor.successOrder = successOrder;
     monitor.clock.anchor(lastSuccessAt);
     if (!verdict.active) monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
@@ -34,4 +35,16 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
   }
   monitor.checkGraceEnd();
   return true;
+}
+
+/**
+ * The record's verdict was answered by the mother before the last answer this instance got itself
+ * (by the mother's `server_time`, not the hosts' clocks): a replay of a record captured before a
+ * revocation this instance verified. Within the same second of the mother's clock the check
+ * order decides, as before. A verdict without `server_time` cannot be placed: it is not adopted
+ * over one of our own that has it.
+ */
+function olderThanOwn(monitor: LicenseMonitor, verdict: LicenseResponse): boolean {
+  if (monitor.ownServerTime === 0) return false;
+  return verdict.server_time === undefined || verdict.server_time < monitor.ownServerTime;
 }
