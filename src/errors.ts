@@ -169,3 +169,20 @@ export class PanelDeliveryError extends Error {
     this.panel = panel;
   }
 }
+
+export type OutboxDatabaseErrorCode = 'OUTBOX_DATABASE_UNREACHABLE' | 'OUTBOX_DATABASE_LOGIN' | 'OUTBOX_DATABASE_MISSING';
+
+/**
+ * The PostgreSQL outbox could not use its database: `OUTBOX_DATABASE_UNREACHABLE` (refused,
+ * timed out, dropped), `OUTBOX_DATABASE_LOGIN` (user or password refused) or
+ * `OUTBOX_DATABASE_MISSING` (no such database). The message says where (host:port/database,
+ * never a password), what it means for the releases and what to check; `cause` is the driver's.
+ */
+export class OutboxDatabaseError extends Error {
+  override name = 'OutboxDatabaseError';
+  readonly code: OutboxDatabaseErrorCode;
+  constructor(code: OutboxDatabaseErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}

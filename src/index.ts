@@ -13,6 +13,8 @@ export {
   MotherError,
   type MotherErrorCode,
   NetworkError,
+  OutboxDatabaseError,
+  type OutboxDatabaseErrorCode,
   PanelDeliveryError,
   RedirectRefusedError,
   ResponseTooLargeError,

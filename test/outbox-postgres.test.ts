@@ -308,11 +308,48 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       await admin.query(`REVOKE ALL ON SCHEMA "${schema}" FROM panel_outbox_noprivs`);
     });
 
-    it('rejects an enqueue it cannot make durable', async () => {
-      const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 500 });
+    it('rejects an enqueue it cannot make durable, and says where, what it means and what to check', async () => {
+      const dead = new pg.Pool({ connectionString: 'postgres://postgres:db-sekret@127.0.0.1:1/test', connectionTimeoutMillis: 500 });
       pools.push(dead);
       const store = postgresOutboxStore({ pool: dead, schema, table: freshTable() });
-      await expect(store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1)).rejects.toThrow();
+      const said: string[] = [];
+      const expectClear = async (promise: unknown, meaning: RegExp) => {
+        const error = (await Promise.resolve(promise).then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as { code?: string; message: string };
+        expect(error.code).toBe('OUTBOX_DATABASE_UNREACHABLE');
+        expect(error.message).toMatch(/could not reach PostgreSQL at 127\.0\.0\.1:1\/test: .*ECONNREFUSED/);
+        expect(error.message).toMatch(meaning);
+        expect(error.message).toMatch(/Check that PostgreSQL is running there/);
+        said.push(error.message);
+      };
+      await expectClear(
+        store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
+        /enqueue was rejected and the release is not stored/,
+      );
+      await expectClear(store.migrate(), /table was not created/);
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store, pollIntervalMs: 50 });
+      const events: string[] = [];
+      outbox.on('error', ({ error }) => events.push(error.message));
+      await expectClear(outbox.enqueue(release('Never stored')), /enqueue was rejected/);
+      await expectClear(outbox.stats(), /Nothing was read/);
+      // The worker's claims fail too: the 'error' event says delivery is paused, nothing lost.
+      await waitFor(() => events.length > 0, "the worker's error");
+      expect(events[0]).toMatch(/could not reach PostgreSQL at 127\.0\.0\.1:1\/test: .*Delivery is paused and resumes by itself/);
+      await outbox.close();
+      expect([...said, ...events].join('\n')).not.toContain('db-sekret');
+      // Login and database problems are named as such.
+      const nobody = new pg.Pool({
+        connectionString: DATABASE_URL.replace(/\/\/[^@/]*@/, '//no_such_role_xyz@').replace(/^(postgres(?:ql)?:\/\/)(?!.*@)/, '$1no_such_role_xyz@'),
+      });
+      const nowhere = new pg.Pool({ connectionString: DATABASE_URL.replace(/\/[^/?]*(\?|$)/, '/no_such_database_xyz$1') });
+      pools.push(nobody, nowhere);
+      await expect(postgresOutboxStore({ pool: nobody, schema, table: freshTable() }).migrate()).rejects.toMatchObject({ code: 'OUTBOX_DATABASE_LOGIN' });
+      await expect(postgresOutboxStore({ pool: nowhere, schema, table: freshTable() }).migrate()).rejects.toMatchObject({
+        code: 'OUTBOX_DATABASE_MISSING',
+        message: expect.stringMatching(/no_such_database_xyz: .*does not exist/),
+      });
     });
 
     it('names bad options', () => {

@@ -2,6 +2,7 @@
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
+import { databaseFailure, type PostgresWork } from './postgres-errors.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { createPostgresSettle } from './postgres-settle.js';
 import {
@@ -144,7 +145,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   const enqueuer = createPostgresEnqueuer(context);
   const settle = createPostgresSettle(context);
 
-  return {
+  const store: PostgresOutboxStore = {
     migrate: async () => {
       await ready();
       enqueuer.tableExists();
@@ -233,4 +234,32 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       await enqueuer.idle();
     },
   };
+  return explained(store, pool, names.table);
+}
+
+/** What each call does for the releases, so that a failure can say what it means. */
+const WORK: Record<Exclude<keyof PostgresOutboxStore, 'close'>, PostgresWork> = {
+  migrate: 'migrate',
+  enqueue: 'enqueue',
+  claimDue: 'deliver',
+  claimFair: 'deliver',
+  settle: 'deliver',
+  counts: 'read',
+  oldestPending: 'read',
+  list: 'read',
+  panelCounts: 'read',
+  adoptUnassigned: 'write',
+  requeueDead: 'write',
+  prune: 'retention',
+};
+
+/** The store whose calls reject with an OutboxDatabaseError when the database cannot be used. */
+function explained(store: PostgresOutboxStore, pool: PgPool, table: string): PostgresOutboxStore {
+  const wrapped = { ...store };
+  for (const [name, work] of Object.entries(WORK) as [keyof typeof WORK, PostgresWork][]) {
+    const call = store[name] as (...args: unknown[]) => Promise<unknown>;
+    (wrapped as Record<string, unknown>)[name] = (...args: unknown[]) =>
+      call(...args).catch((error: unknown) => Promise.reject(databaseFailure(error, work, pool, table)));
+  }
+  return wrapped;
 }

@@ -1,0 +1,77 @@
+// What the PostgreSQL outbox says when it cannot use the database: node-postgres gives a bare
+// `connect ECONNREFUSED 127.0.0.1:5439`; the outbox says what failed (and where, never with a
+// password), what it means for the releases, and what to check. Other errors pass through.
+import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../errors.js';
+import { describeError } from '../logger.js';
+
+/** What the outbox was doing, and so what the failure means for the releases. */
+export type PostgresWork = 'migrate' | 'enqueue' | 'deliver' | 'read' | 'write' | 'retention';
+
+const MEANING: Record<PostgresWork, string> = {
+  migrate: 'The outbox table was not created or checked; nothing was changed.',
+  enqueue: 'This enqueue was rejected and the release is not stored: nothing queued before is lost; try again or tell the uploader.',
+  deliver: 'Delivery is paused and resumes by itself when the database answers; queued releases wait in the table, nothing is lost.',
+  read: 'Nothing was read; nothing was changed.',
+  write: 'Nothing was changed.',
+  retention: 'Nothing was pruned this time; the next pass tries again.',
+};
+
+const UNREACHABLE =
+  /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|Connection terminated|timeout exceeded when trying to connect/i;
+
+function codeOf(error: unknown): OutboxDatabaseErrorCode | undefined {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (code === '28P01' || code === '28000') return 'OUTBOX_DATABASE_LOGIN';
+  if (code === '3D000') return 'OUTBOX_DATABASE_MISSING';
+  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return 'OUTBOX_DATABASE_UNREACHABLE';
+  const message = error instanceof Error ? error.message : '';
+  return UNREACHABLE.test(`${code} ${message}`) ? 'OUTBOX_DATABASE_UNREACHABLE' : undefined;
+}
+
+interface PoolSettings {
+  connectionString?: string;
+  host?: string;
+  port?: number | string;
+  database?: string;
+}
+
+/** `host:port/database` of the pool, as node-postgres resolves it; never the user's password. */
+export function poolAddress(pool: unknown): string {
+  const options = ((pool as { options?: PoolSettings } | null)?.options ?? {}) as PoolSettings;
+  let host = options.host;
+  let port = options.port === undefined ? undefined : String(options.port);
+  let database = options.database;
+  if (options.connectionString !== undefined) {
+    try {
+      const url = new URL(options.connectionString);
+      host ??= decodeURIComponent(url.hostname);
+      port ??= url.port === '' ? undefined : url.port;
+      database ??= decodeURIComponent(url.pathname.slice(1)) || undefined;
+    } catch {
+      // Not a URL node-postgres would take either: name what the environment gives.
+    }
+  }
+  host ??= process.env.PGHOST ?? 'localhost';
+  port ??= process.env.PGPORT ?? '5432';
+  database ??= process.env.PGDATABASE ?? '(the user name)';
+  return `${host}:${port}/${database}`;
+}
+
+const FIX: Record<OutboxDatabaseErrorCode, string> = {
+  OUTBOX_DATABASE_UNREACHABLE: "Check that PostgreSQL is running there and that the pool's host, port and database are right.",
+  OUTBOX_DATABASE_LOGIN: "PostgreSQL refused the login: check the pool's user and password (or PGPASSWORD).",
+  OUTBOX_DATABASE_MISSING: 'That database does not exist: create it, or point the pool at the right one.',
+};
+
+/** The error to give for `error` met while doing `work`: a clear OutboxDatabaseError, or `error` as it is. */
+export function databaseFailure(error: unknown, work: PostgresWork, pool: unknown, table: string): unknown {
+  if (error instanceof OutboxDatabaseError) return error;
+  const code = codeOf(error);
+  if (code === undefined) return error;
+  const what = code === 'OUTBOX_DATABASE_UNREACHABLE' ? 'could not reach PostgreSQL' : 'could not use PostgreSQL';
+  return new OutboxDatabaseError(
+    code,
+    `panel-license-guard: the outbox (${table}) ${what} at ${poolAddress(pool)}: ${describeError(error)}. ${MEANING[work]} ${FIX[code]}`,
+    { cause: error },
+  );
+}
