@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import express from 'express';
 import { createClient, type RedisClientType } from 'redis';
+import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
@@ -224,6 +226,32 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
       emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
       await waitFor(() => three.every((guard) => guard.state === 'locked'), 'one verdict again', 3000);
     }, 40_000);
+
+    it("starts a new panel's first check at once when Redis is paused (connected, but answering nothing)", async () => {
+      const store = redisLicenseStore({ client: await connect(redis.url), prefix: newPrefix() });
+      // A mother taking 1 s, and requests that wait 2.6 s for a first verdict: 1 s for the store
+      // read and 1 s for the start-up lease before the check would leave the request pending.
+      const guard = licenseGuard({
+        baseUrl: emulator.url,
+        store,
+        startupTimeoutMs: 2600,
+        panels: { resolve: async (host) => (host === 'paused.example' ? { apiKey: API_KEY, apiSecret: API_SECRET } : null) },
+        logger: { warn: () => {}, error: () => {} },
+      });
+      guards.push(guard);
+      const app = express();
+      app.use(guard);
+      app.get('/', (_req, res) => {
+        res.send(res.locals.branding.name);
+      });
+      emulator.setFaults({ delayMs: 1000 });
+      redis.pause();
+      try {
+        expect((await request(app).get('/').set('Host', 'paused.example')).status).toBe(200);
+      } finally {
+        redis.resume();
+      }
+    });
   });
 });
 

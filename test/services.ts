@@ -51,7 +51,17 @@ export class OwnRedis {
     }
   }
 
+  /** Freezes the server (SIGSTOP): connections stay open and look connected; nothing answers. */
+  pause(): void {
+    this.process?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.process?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
+    this.process?.kill('SIGCONT');
     const child = this.process;
     this.process = undefined;
     if (!child || child.exitCode !== null) return;

@@ -52,6 +52,10 @@ const MAX_CURRENT_AGE_MS = 15 * 60_000;
  * skipped a slot checks itself when no result follows: nobody who can only write to the store can
  * stop the checks.
  */
+/** What the store calls before a first check may take between them, at most (ms). */
+const STARTUP_STORE_BUDGET_MS = 250;
+const OVER_BUDGET = Symbol('over budget');
+
 export class ClusterSync {
   health: StoreHealth = 'ok';
   private readonly key: string;
@@ -140,10 +144,16 @@ export class ClusterSync {
   }
 
   private async firstVerdict(begun: number, startupTimeoutMs: number): Promise<'current' | 'check'> {
-    await this.read();
+    // The read and the start-up lease share one small budget: a store that is slow (or paused,
+    // still looking connected) must not hold the first check back; it starts at once, and what
+    // the store answers later is applied as usual.
+    const budget = sleep(STARTUP_STORE_BUDGET_MS).then(() => OVER_BUDGET);
+    if ((await Promise.race([this.read(), budget])) === OVER_BUDGET) return 'check';
     if (this.currentAppliedMono >= begun) return 'current';
     // The lease names the minute, so a copy of a genuine value cannot hold start-ups back later.
-    if (await this.acquire(`startup:${Math.floor(this.options.now() / 60_000)}`, this.options.checkTimeoutMs + 2000)) return 'check';
+    const lease = this.acquire(`startup:${Math.floor(this.options.now() / 60_000)}`, this.options.checkTimeoutMs + 2000);
+    const won = await Promise.race([lease, budget]);
+    if (won === OVER_BUDGET || won) return 'check';
     // A peer is running the start-up check: wait for its record, but only for half the time
     // requests wait for a first verdict, so our own check still fits in the rest.
     const until = performance.now() + startupTimeoutMs / 2;
