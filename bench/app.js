@@ -75,7 +75,11 @@ async function redisStore(redisUrl) {
 async function panelsGuard(baseUrl) {
   // As the README shows it: the resolver names your id of the panel too (res.locals.panel).
   const byHost = new Map(HOSTED_PANELS.map(({ apiKey, apiSecret }, i) => [hostOf(i), { apiKey, apiSecret, panel: `tenant-${i}` }]));
-  const guard = licenseGuard({ baseUrl, panels: { resolve: (host) => byHost.get(host) ?? null, max: HOSTED_COUNT } });
+  // Every host new at once in the warm-up: above the default bound on first resolver calls.
+  const guard = licenseGuard({
+    baseUrl,
+    panels: { resolve: (host) => byHost.get(host) ?? null, max: HOSTED_COUNT, resolveBurst: HOSTED_COUNT, resolveConcurrency: HOSTED_COUNT },
+  });
   for (let i = 0; i < HOSTED_COUNT; i += 50) {
     const states = await Promise.all(Array.from({ length: Math.min(50, HOSTED_COUNT - i) }, (_, j) => guard.refresh(hostOf(i + j))));
     if (states.some((state) => state !== 'active')) throw new Error(`bench: a hosted panel started in state ${states.find((s) => s !== 'active')}`);

@@ -17,9 +17,10 @@ export interface RegisterMetricsOptions {
   /** The release outbox whose rows and deliveries to measure. @default undefined (no outbox metrics) */
   outbox?: ReleaseOutbox;
   /**
-   * With an outbox for many panels (`panels`): at most this many panels get series of their own
-   * (backlog, dead, oldest pending, failing), and only panels that have any; 0 turns them off.
-   * Every other outbox series is a total. @default 100
+   * Many panels: at most this many panels get series of their own, the others are in totals
+   * only. For a `panels` guard, those that carry information first (locked, in grace, failing,
+   * pending; then active ones while room is left); for an outbox with `panels`, those with a
+   * backlog, dead rows or failures. 0 turns per-panel series off. @default 100
    */
   panelSeries?: number;
 }
@@ -66,7 +67,7 @@ export function registerMetrics(options: RegisterMetricsOptions): RegisteredMetr
 
   const before = new Set(registry.getMetricsAsArray().map((metric) => metric.name));
   const stops: (() => void)[] = [];
-  if (instruments) stops.push(registerGuardMetrics(registry, instruments));
+  if (instruments) stops.push(registerGuardMetrics(registry, instruments, panelSeries));
   if (outbox && observe) stops.push(registerOutboxMetrics(registry, outbox, observe));
   if (outbox && telemetry?.manyPanels && panelSeries > 0) registerOutboxPanelMetrics(registry, outbox, telemetry, panelSeries);
   const added = registry

@@ -193,6 +193,40 @@ describe('registerMetrics()', () => {
     });
   });
 
+  describe('with a guard for many panels', () => {
+    it('gives per-panel series to panelSeries panels at most, the locked first, and totals for every panel', async () => {
+      const many = await startEmulator(
+        Array.from({ length: 120 }, (_, i) => ({ apiKey: `pk_m${i}`, apiSecret: `sk_m${i}_0123456789`, active: true, panel: { name: `M${i}` } })),
+      );
+      try {
+        const guard = licenseGuard({
+          baseUrl: many.url,
+          logger: silentLogger,
+          panels: {
+            resolve: (host) => (/^m\d+\.example$/.test(host) ? { apiKey: `pk_${host.split('.')[0]}`, apiSecret: `sk_${host.split('.')[0]}_0123456789` } : null),
+          },
+        });
+        closing.push(guard);
+        for (let i = 0; i < 120; i++) expect(await guard.refresh(`m${i}.example`)).toBe('active');
+        for (const i of [7, 70, 107]) {
+          many.setPanel(`pk_m${i}`, { active: false, reason: 'Unpaid' });
+          expect(await guard.refresh(`m${i}.example`)).toBe('locked');
+        }
+        const registry = new Registry();
+        registerMetrics({ registry, guard, panelSeries: 10 });
+        const samples = await scrape(registry);
+        const labelled = [...samples.keys()].filter((key) => key.startsWith('panel_license_state{'));
+        expect(new Set(labelled.map((key) => /panel="([^"]+)"/.exec(key)?.[1])).size).toBe(10);
+        for (const i of [7, 70, 107]) expect(samples.get(`panel_license_state{panel="${guard.status(`m${i}.example`)?.panel}",state="locked"}`)).toBe(1);
+        expect(samples.get('panel_license_panels{state="active"}')).toBe(117);
+        expect(samples.get('panel_license_panels{state="locked"}')).toBe(3);
+        expect(samples.get('panel_license_panels_failing')).toBe(0);
+      } finally {
+        await many.close();
+      }
+    });
+  });
+
   describe('with an outbox for many panels', () => {
     it('gives per-panel series only to panels with a backlog, dead releases or failures, bounded by panelSeries', async () => {
       const registry = new Registry();

@@ -12,6 +12,7 @@ import { sendBusyHost, sendUnknownHost } from './host-responses.js';
 import { HostRoutes } from './host-routes.js';
 import type { LicenseGuard } from './license-guard.js';
 import { NewHostGate } from './new-host-gate.js';
+import { selectReadings, summarize } from './panel-readings.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
 import { hostKey, requestHost } from './request-host.js';
 import { ResolverReports } from './resolver-reports.js';
@@ -249,7 +250,8 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     multiPanel: true,
     hasStore: config.store !== undefined,
     // Panels in memory (at most `max`); an evicted panel is no longer served from memory, nor shown.
-    readings: () => Array.from(running.values(), (panel) => panel.reading()),
+    readings: (limit) => selectReadings(running.values(), limit),
+    summary: () => summarize(running.values()),
   });
   guard.on = (event, listener) => {
     events.on(event, listener as (...args: unknown[]) => void);

@@ -11,6 +11,7 @@ import type { GuardConfig } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
 import type { LicenseStatus } from './license-guard.js';
 import { type ChangeEvent, LicenseMonitor, type MonitorRelay } from './license-monitor.js';
+import type { LicenseState } from './license-state.js';
 import { retryDelay } from './poller.js';
 import { requestHost } from './request-host.js';
 import { type ServeHooks, warnUncheckedDomain } from './serve-verdict.js';
@@ -335,6 +336,17 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
       store: this.sync?.health ?? 'none',
     });
     return { ...status, panel: this.id };
+  }
+
+  /** The license state, as a scrape's counts read it (no status computed). */
+  get state(): LicenseState {
+    return this.monitor.entry.state;
+  }
+
+  /** Its last check failed (its own or a peer's), or its shared store is failing. */
+  get failing(): boolean {
+    const failures = this.monitor.lastCheckBy === 'peer' ? this.monitor.peerFailures : this.failures;
+    return failures > 0 || this.sync?.health === 'unavailable';
   }
 
   reading(): PanelReading {

@@ -33,7 +33,16 @@ export interface GuardInstruments {
   readonly multiPanel: boolean;
   /** Cluster mode: a shared store is configured. */
   readonly hasStore: boolean;
-  readings(): PanelReading[];
+  /** Readings of at most `limit` panels (`panels` mode: the most telling first); one panel: its reading. */
+  readings(limit: number): PanelReading[];
+  /** `panels` mode: counts over every panel in memory (cheap), for the totals. */
+  summary?(): PanelsSummary;
+}
+
+export interface PanelsSummary {
+  byState: Record<LicenseState, number>;
+  /** Panels whose last check failed, or whose shared store is failing. */
+  failing: number;
 }
 
 export const TELEMETRY: unique symbol = Symbol.for('panel-license-guard.telemetry') as never;

@@ -9,14 +9,16 @@ export const CHECK_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /**
  * Registers the guard's metrics in `registry`; returns what stops the counters being fed.
- * Single panel: no panel label. `panels` mode: per-panel gauges carry `panel` (bounded by
- * `panels.max`); counters stay summed over panels.
+ * Single panel: no panel label. `panels` mode: per-panel gauges carry `panel` for `panelSeries`
+ * panels at most, those that carry information first (locked, grace, failing, pending); totals
+ * by state and of failing panels cover every panel. Counters stay summed over panels.
  */
-export function registerGuardMetrics(registry: Registry, instruments: GuardInstruments): () => void {
+export function registerGuardMetrics(registry: Registry, instruments: GuardInstruments, panelSeries: number): () => void {
   const { multiPanel, telemetry } = instruments;
   const registers = [registry];
   const perPanel = multiPanel ? (['panel'] as const) : ([] as const);
-  const readings = oncePerScrape(() => instruments.readings());
+  const readings = oncePerScrape(() => instruments.readings(panelSeries));
+  const summary = oncePerScrape(() => instruments.summary?.());
   const label = (reading: PanelReading) => (multiPanel ? { panel: reading.panel } : {});
 
   /**
@@ -55,18 +57,26 @@ export function registerGuardMetrics(registry: Registry, instruments: GuardInstr
           if (!multiPanel || reading.status.state === state) this.set({ ...label(reading), state }, reading.status.state === state ? 1 : 0);
     },
   });
-  if (multiPanel)
+  if (multiPanel) {
     new Gauge({
       name: 'panel_license_panels',
-      help: 'Panels in memory, by license state.',
+      help: 'Panels in memory, by license state (every panel, whatever has series of its own).',
       labelNames: ['state'],
       registers,
       collect() {
-        const counts = Object.fromEntries(LICENSE_STATES.map((state) => [state, 0]));
-        for (const { status } of readings()) counts[status.state] = (counts[status.state] ?? 0) + 1;
-        for (const state of LICENSE_STATES) this.set({ state }, counts[state] ?? 0);
+        const counts = summary()?.byState;
+        for (const state of LICENSE_STATES) this.set({ state }, counts?.[state] ?? 0);
       },
     });
+    new Gauge({
+      name: 'panel_license_panels_failing',
+      help: 'Panels in memory whose last license check failed, or whose shared store is failing.',
+      registers,
+      collect() {
+        this.set(summary()?.failing ?? 0);
+      },
+    });
+  }
   perPanelGauge(
     'panel_license_last_success_age_seconds',
     'Seconds since the last verified verdict (NaN, or no sample, before the first).',
