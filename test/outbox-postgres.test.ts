@@ -245,6 +245,22 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       await sleep(500);
       expect(await fast.claimDue({ panel: 'panel-a', owner: 'fast', limit: 1, nowMs: tenMinutesAhead(), leaseMs: 400 })).toHaveLength(1);
     });
+
+    it("takes due times from the database's clock, whichever host's clock queued or retried a release", async () => {
+      const table = freshTable();
+      const [ahead, right] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      const tenMinutes = 10 * 60_000;
+      // Queued by a host 10 minutes ahead: due at once for a host whose clock is right.
+      await ahead.enqueue({ panel: 'panel-a', remoteTrackId: 'ahead', body: '{}', contentHash: 'h1' }, Date.now() + tenMinutes);
+      const [claimed] = await right.claimDue({ panel: 'panel-a', owner: 'right', limit: 5, nowMs: Date.now(), leaseMs: 60_000 });
+      expect(claimed?.remoteTrackId).toBe('ahead');
+      // Retried in 300 ms: not earlier for the host ahead, not 10 minutes later for one behind.
+      const now = Date.now();
+      await right.settle(claimed as ClaimedRow, 'right', { kind: 'retry', nextAttemptAt: now + 300, error: 'HTTP 503' }, now);
+      expect(await ahead.claimDue({ panel: 'panel-a', owner: 'ahead', limit: 5, nowMs: Date.now() + tenMinutes, leaseMs: 60_000 })).toEqual([]);
+      await sleep(400);
+      expect(await right.claimDue({ panel: 'panel-a', owner: 'behind', limit: 5, nowMs: Date.now() - tenMinutes, leaseMs: 60_000 })).toHaveLength(1);
+    });
   });
 
   describe('when upgrading', () => {

@@ -47,12 +47,25 @@ export function claimedRow(r: Row): ClaimedRow {
   };
 }
 
-export function statements({ table: t, deliveries }: TableNames, leaseNow: string) {
+/**
+ * `clock`: what leases and due times are reckoned on. `'database'`: the server's clock, the one
+ * all hosts share (a host's own times become delays from it); `'outbox'`: the times the outbox
+ * passes ($1 of a claim), for tests that simulate time.
+ */
+export function statements({ table: t, deliveries }: TableNames, clock: 'database' | 'outbox') {
+  const onDatabase = clock === 'database';
+  const leaseNow = onDatabase ? DB_NOW_MS : '$1';
+  /** A time the host passed as `at`, taken at `hostNow`: the same delay on the database's clock. */
+  const due = (at: string, hostNow: string) => (onDatabase ? `${DB_NOW_MS} + (${at}::bigint - ${hostNow}::bigint)` : at);
+  // A claim's $1 (the host's time) is unused on the database's clock, but must keep a type.
+  const hostTimeTyped = onDatabase ? ' AND $1::bigint IS NOT NULL' : '';
+  /** The host's "now" passed as `hostNow`, on the database's clock. */
+  const now = (hostNow: string) => (onDatabase ? DB_NOW_MS : hostNow);
   const nextDelivery = `nextval('${deliveries}')`;
   // The outcome of an attempt: $2 state, $3 attempts, $4 next attempt (null: keep), $5 error,
   // $6 release_id, $7 delivered at, $8 now. Clears the lease.
   // Deliveries are ordered by one sequence: the highest of a track is what the mother holds.
-  const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE($4, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
+  const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE(${due('$4', '$8')}, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
       delivered_seq = CASE WHEN $2 = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
       lease_owner = NULL, lease_expires_at = NULL, updated_at = $8`;
   const TRACK_IN_ORDER = trackInOrder(t);
@@ -75,7 +88,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // judged once, on the snapshot, so an insert that waited for that row's delivery (or for a
     // transaction changing it) would queue content the mother may already hold.
     insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      SELECT $5, $1, $2, $3, 'pending', 0, $4, $4, $4
+      SELECT $5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'pending')
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
@@ -83,7 +96,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // No row when the track got a pending row meanwhile (another host, another transaction):
     // the caller reads again and replaces that row's payload instead.
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      VALUES ($5, $1, $2, $3, 'pending', 0, $4, $4, $4)
+      VALUES ($5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4)
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
     // One panel's due rows ($6), oldest due first, skipping rows another host is claiming right
     // now; a track's newer pending row waits for its older one (updates reach the mother in
@@ -91,7 +104,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
     // cut one short.
     claim: `WITH due AS (
         SELECT id FROM ${t} AS candidate
-        WHERE state = 'pending' AND panel = $6 AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+        WHERE state = 'pending' AND panel = $6 AND next_attempt_at <= ${leaseNow}${hostTimeTyped} AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
           AND NOT (id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
         ORDER BY next_attempt_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED)
@@ -125,7 +138,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
             row_number() OVER (PARTITION BY visited.panel ORDER BY heads.next_attempt_at, heads.id) AS turn
           FROM visited CROSS JOIN LATERAL (
             SELECT id, next_attempt_at FROM ${t} AS candidate
-            WHERE candidate.state = 'pending' AND candidate.panel = visited.panel AND candidate.next_attempt_at <= $1
+            WHERE candidate.state = 'pending' AND candidate.panel = visited.panel AND candidate.next_attempt_at <= ${leaseNow}
               AND (candidate.lease_expires_at IS NULL OR candidate.lease_expires_at <= ${leaseNow})
               AND NOT (candidate.id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
             ORDER BY candidate.next_attempt_at, candidate.id
@@ -134,7 +147,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
       -- is now (another host may have leased or rescheduled it since this snapshot), then limited.
       chosen AS (
         SELECT locked.id, candidates.turn, candidates.visit_order FROM ${t} AS locked JOIN candidates ON candidates.id = locked.id
-        WHERE locked.state = 'pending' AND locked.next_attempt_at <= $1 AND (locked.lease_expires_at IS NULL OR locked.lease_expires_at <= ${leaseNow})
+        WHERE locked.state = 'pending' AND locked.next_attempt_at <= ${leaseNow}${hostTimeTyped} AND (locked.lease_expires_at IS NULL OR locked.lease_expires_at <= ${leaseNow})
         ORDER BY candidates.turn, candidates.visit_order LIMIT $2
         FOR UPDATE OF locked SKIP LOCKED),
       claimed AS (
@@ -161,7 +174,7 @@ export function statements({ table: t, deliveries }: TableNames, leaseNow: strin
         SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = $1 AND theirs.remote_track_id = old.remote_track_id AND theirs.id > old.id)`,
     adopt: `UPDATE ${t} SET panel = $1 WHERE panel = ''`,
     // Only the newest row of a track comes back (rules.ts, mayRequeue); run under the track's lock.
-    requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
+    requeue: `UPDATE ${t} AS dead SET state = 'pending', attempts = 0, next_attempt_at = ${now('$2')}, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2
       WHERE id = $1 AND state = 'dead' AND (remote_track_id IS NULL OR NOT EXISTS (
         SELECT 1 FROM ${t} AS newer WHERE newer.panel = dead.panel AND newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
           AND newer.history_of IS DISTINCT FROM dead.id))`,

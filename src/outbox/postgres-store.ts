@@ -7,7 +7,6 @@ import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, val
 import { createPostgresSettle } from './postgres-settle.js';
 import {
   claimedRow,
-  DB_NOW_MS,
   num,
   orNull,
   type PgStoreContext,
@@ -28,9 +27,10 @@ export interface PostgresOutboxStoreOptions {
   /** Name of the table (its migrations table is `<table>_migrations`). @default 'release_outbox' */
   table?: string;
   /**
-   * The clock leases are reckoned on. `'database'`: the server's, the one clock all hosts share,
-   * so a host whose clock runs ahead never takes over a lease early. `'outbox'`: the time the
-   * outbox passes (its `now` option), for tests that simulate time. @default 'database'
+   * The clock leases and due times are reckoned on. `'database'`: the server's, the one clock all
+   * hosts share, so a host whose clock runs ahead never takes over a lease early, and a release it
+   * queues is due at once for the others. `'outbox'`: the time the outbox passes (its `now`
+   * option), for tests that simulate time. @default 'database'
    */
   leaseClock?: 'database' | 'outbox';
 }
@@ -81,8 +81,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   problems.throwIfAny('postgresOutboxStore');
 
   const names = tableNames(schema, table);
-  // $1 of the claim is the outbox's time.
-  const sql = statements(names, leaseClock === 'database' ? DB_NOW_MS : '$1');
+  const sql = statements(names, leaseClock);
   const hot = preparedStatements(sql, `${names.table} ${leaseClock}`);
   const readSql = { current: readStatements(names.table, 'panel'), older: readStatements(names.table, "''") };
   let migratedHere = false;
