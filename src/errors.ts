@@ -69,11 +69,16 @@ export class HttpStatusError extends MotherError {
 /** A 3xx answer. Never followed: fetch would forward the signed headers to the new host. */
 export class RedirectRefusedError extends MotherError {
   override name = 'RedirectRefusedError';
-  constructor(status: number) {
-    super('REDIRECT_REFUSED', `The mother answered with a redirect (HTTP ${status}); redirects are never followed. Set \`baseUrl\` to the final address.`, {
-      retryable: false,
-      status,
-    });
+  constructor(status: number, url?: string) {
+    const called = url === undefined ? '' : ` to POST ${url}`;
+    super(
+      'REDIRECT_REFUSED',
+      `The mother answered with a redirect (HTTP ${status})${called}; redirects are never followed. Check \`baseUrl\`: set it to the final address of the directory that holds license.php and release.php.`,
+      {
+        retryable: false,
+        status,
+      },
+    );
   }
 }
 

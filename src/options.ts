@@ -150,6 +150,14 @@ export function parseBaseUrl(value: unknown, allowInsecureHttp: boolean): URL {
   if (url.username || url.password || url.search || url.hash) {
     throw optionError('baseUrl', 'must not carry credentials, a query or a fragment', 'Pass only the scheme, host and path prefix.');
   }
+  // `…/license.php` is a script, not the directory of the scripts: every call would 404.
+  const last = url.pathname.replace(/\/+$/, '').split('/').pop() ?? '';
+  if (/\.php$/i.test(last))
+    throw optionError(
+      'baseUrl',
+      `ends in a script name (${shown(last)}); it is the directory that holds license.php and release.php`,
+      `Pass ${shown(url.origin + url.pathname.slice(0, url.pathname.lastIndexOf(last)).replace(/\/$/, ''))}.`,
+    );
   const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname) || url.hostname.startsWith('127.');
   if (url.protocol === 'http:' && !loopback && !allowInsecureHttp) {
     throw optionError(

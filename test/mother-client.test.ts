@@ -193,9 +193,22 @@ describe('createMotherClient()', () => {
     it('never follows a redirect to another host', async () => {
       const elsewhere = await rawServer((_req, res) => res.writeHead(200).end('{}'));
       emulator.setFaults({ redirectTo: `${elsewhere.url}/license.php` });
-      expect(await failure(clientFor(emulator).checkLicense())).toBeInstanceOf(RedirectRefusedError);
+      const refused = await failure(clientFor(emulator).checkLicense());
+      expect(refused).toBeInstanceOf(RedirectRefusedError);
+      // It names what was called and what to check.
+      expect(refused.message).toContain(`POST ${emulator.url}/license.php`);
+      expect(refused.message).toMatch(/Check `baseUrl`/);
       expect(elsewhere.hits()).toBe(0);
       await elsewhere.close();
+    });
+
+    it('names the URL it called and `baseUrl` on a 404', async () => {
+      const client = createMotherClient({ baseUrl: `${emulator.url}/partner-api`, apiKey: API_KEY, apiSecret: API_SECRET });
+      const missing = await failure(client.checkLicense());
+      expect(missing).toMatchObject({ code: 'HTTP_STATUS', status: 404 });
+      expect(missing.message).toContain(
+        `POST ${emulator.url}/partner-api/license.php: check \`baseUrl\`, the directory that holds license.php and release.php`,
+      );
     });
   });
 
@@ -296,6 +309,20 @@ describe('createMotherClient()', () => {
       expect(() => createMotherClient({ ...base, baseUrl: 'http://localhost:8080/api' })).not.toThrow();
       expect(() => createMotherClient({ ...base, baseUrl: 'ftp://mother.example' })).toThrow(/`baseUrl` must use https:/);
       expect(() => createMotherClient({ ...base, baseUrl: 'mother.example' })).toThrow(/`baseUrl` is not an absolute URL/);
+    });
+    it('refuses a base URL that ends in a script name, and says which directory to pass', () => {
+      for (const baseUrl of [
+        'https://mother.example/api/partner/license.php',
+        'https://mother.example/api/partner/Release.PHP/',
+        'https://mother.example/index.php',
+      ])
+        expect(() => createMotherClient({ ...base, baseUrl })).toThrow(
+          /`baseUrl` ends in a script name .*it is the directory that holds license\.php and release\.php/,
+        );
+      expect(() => createMotherClient({ ...base, baseUrl: 'https://mother.example/api/partner/license.php' })).toThrow(
+        /Pass "https:\/\/mother\.example\/api\/partner"/,
+      );
+      expect(() => createMotherClient({ ...base, baseUrl: 'https://mother.example/api/partner/' })).not.toThrow();
     });
     it('names unknown options with a suggestion', () => {
       expect(() => createMotherClient({ ...base, baseUrl: 'https://m.example', timeoutMS: 5 } as never)).toThrow(

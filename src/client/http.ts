@@ -78,7 +78,7 @@ export async function postOnce(options: PostOptions): Promise<RawResponse> {
     status = response.status;
     if (response.status >= 300 && response.status < 400) {
       await response.body?.cancel().catch(() => {});
-      throw new RedirectRefusedError(response.status);
+      throw new RedirectRefusedError(response.status, options.url);
     }
     const text = await readCapped(response, options.maxResponseBytes, response.status);
     return { status: response.status, headers: response.headers, text, sentAtMs, receivedAtMs: options.nowMs() };

@@ -85,7 +85,7 @@ function redactMotherText(text: string, apiKey: string): string {
 }
 
 /** Turns a non-2xx answer into the error class of its kind. */
-function errorFor(raw: RawResponse, nowMs: number, apiKey: string): MotherError {
+function errorFor(raw: RawResponse, nowMs: number, apiKey: string, url: string): MotherError {
   let serverMessage: string | undefined;
   try {
     const parsed = errorBodySchema.safeParse(JSON.parse(raw.text));
@@ -100,7 +100,9 @@ function errorFor(raw: RawResponse, nowMs: number, apiKey: string): MotherError 
   if (raw.status === 405) return new MethodNotAllowedError(`The mother refused the method (HTTP 405)${suffix}`);
   if (raw.status === 422) return new ServerValidationError(serverMessage ?? 'validation failed (no message given)');
   const retryAfter = parseRetryAfter(raw.headers.get('retry-after'), nowMs);
-  return new HttpStatusError(raw.status, `The mother answered HTTP ${raw.status}${suffix}`, retryAfter);
+  // No such script there: most often a `baseUrl` that is not the directory of the scripts.
+  const where = raw.status === 404 ? ` (POST ${url}: check \`baseUrl\`, the directory that holds license.php and release.php)` : '';
+  return new HttpStatusError(raw.status, `The mother answered HTTP ${raw.status}${suffix}${where}`, retryAfter);
 }
 
 function parseWith<T>(
@@ -158,7 +160,7 @@ class SignedMotherClient implements MotherClient {
     const endpoint = this.#endpoint;
     const raw = await sendSigned({ endpoint, apiKey: this.#apiKey, apiSecret: this.#apiSecret, clock: this.#clock, url, body, signal });
     if (raw.status >= 200 && raw.status < 300) return raw;
-    throw errorFor(raw, endpoint.now(), this.#apiKey);
+    throw errorFor(raw, endpoint.now(), this.#apiKey, url);
   }
 
   async checkLicense(options?: RequestOptions): Promise<LicenseResponse> {
