@@ -134,11 +134,12 @@ export class InvalidReleaseError extends Error {
  * `SHARED_VERDICT_REJECTED`: a value in the license store was refused · `STORE_UNAVAILABLE`:
  * the license store failed (instances check on their own until it is back).
  */
-export type LocalStateCode = 'STATE_FILE_REJECTED' | 'CLOCK_ROLLBACK' | 'SHARED_VERDICT_REJECTED' | 'STORE_UNAVAILABLE';
+export type LocalStateCode = 'STATE_FILE_REJECTED' | 'STATE_FILE_WRITE_FAILED' | 'CLOCK_ROLLBACK' | 'SHARED_VERDICT_REJECTED' | 'STORE_UNAVAILABLE';
 
 /**
  * Local state the guard refused to trust: `STATE_FILE_REJECTED` (a state file that is corrupt,
- * unauthenticated, from another panel or claiming a future time) or `CLOCK_ROLLBACK` (the
+ * unauthenticated, from another panel or claiming a future time), `STATE_FILE_WRITE_FAILED` (the
+ * state file could not be written; the verdict in memory stands), or `CLOCK_ROLLBACK` (the
  * system clock is behind the latest time this panel has seen), and trouble with the shared
  * license store of cluster mode. Reported through 'error'; the panel then relies on its own
  * checks instead of trusting that state.
@@ -190,4 +191,34 @@ export class OutboxDatabaseError extends Error {
     super(message, options);
     this.code = code;
   }
+}
+
+/**
+ * `panels` mode, about a host: `RESOLVE_FAILED` (your resolver threw, timed out or gave unusable
+ * credentials; or a summary of such failures) · `HOST_NOT_LICENSED` (a host your resolver maps to
+ * a panel whose license names other domains; refused with 421).
+ */
+export class PanelHostError extends Error {
+  override name = 'PanelHostError';
+  readonly code: 'RESOLVE_FAILED' | 'HOST_NOT_LICENSED';
+  /** The host concerned, when the error is about one (never in a summary). */
+  readonly host: string | undefined;
+  constructor(code: 'RESOLVE_FAILED' | 'HOST_NOT_LICENSED', message: string, options?: { host?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.host = options?.host;
+  }
+}
+
+/**
+ * What a guard's `'error'` listeners receive: switch on `code`. In `panels` mode an error about one
+ * panel carries its id and the hosts this instance knows for it.
+ */
+export type LicenseGuardError = (MotherError | LocalStateError | PanelHostError) & { readonly panel?: string; readonly hosts?: string[] };
+
+/** Any error as a guard reports it: the package's own as they are; anything else (a custom client's throw) as a NetworkError. */
+export function asGuardError(error: unknown): LicenseGuardError {
+  if (error instanceof MotherError || error instanceof LocalStateError || error instanceof PanelHostError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new NetworkError(`The license check failed: ${message}`, error);
 }

@@ -1,6 +1,7 @@
 // Host → panel credentials, through the user's resolver: at most one call per host per TTL
 // (concurrent first requests share it), bounded by a timeout, unknown hosts remembered briefly.
 import { LRUCache } from 'lru-cache';
+import { PanelHostError } from '../errors.js';
 import { describeError } from '../logger.js';
 import type { NewHostGate } from './new-host-gate.js';
 import type { ResolverFailure } from './resolver-reports.js';
@@ -121,7 +122,11 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
 
   /** A definite answer that the host has no usable panel (deprovisioned, or bad credentials). */
   function refuse(host: string, why: string): Resolution {
-    options.onFailure('unusable', new Error(`panel-license-guard: the panels resolver returned ${why} for ${host}`), `returned ${why}`);
+    options.onFailure(
+      'unusable',
+      new PanelHostError('RESOLVE_FAILED', `panel-license-guard: the panels resolver returned ${why} for ${host}`, { host }),
+      `returned ${why}`,
+    );
     return remember(host, UNKNOWN, options.unknownTtlMs);
   }
 
@@ -149,7 +154,8 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       // Never a secret in the message: only what went wrong and for which host.
       const timedOut = error === timedOutError;
       const detail = timedOut ? `did not answer within ${options.timeoutMs} ms` : `threw: ${describeError(error)}`;
-      options.onFailure(timedOut ? 'timedOut' : 'threw', new Error(`panel-license-guard: the panels resolver ${detail} for ${host}`, { cause: error }), detail);
+      const failure = new PanelHostError('RESOLVE_FAILED', `panel-license-guard: the panels resolver ${detail} for ${host}`, { host, cause: error });
+      options.onFailure(timedOut ? 'timedOut' : 'threw', failure, detail);
       // A host that had a panel keeps it while the resolver fails (asked again after unknownTtlMs).
       const previous = answers.peek(host);
       return remember(host, previous ?? UNKNOWN, options.unknownTtlMs);

@@ -1,5 +1,7 @@
 // licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
+
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { LicenseGuardError } from '../errors.js';
 import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { StoreHealth } from '../store/license-store.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
@@ -44,7 +46,8 @@ export interface GuardEvents {
   change: (event: ChangeEvent) => void;
   lock: (event: ChangeEvent) => void;
   unlock: (event: ChangeEvent) => void;
-  error: (error: unknown) => void;
+  /** Everything the guard reports: switch on `error.code` (see LicenseGuardError). */
+  error: (error: LicenseGuardError) => void;
 }
 
 export interface LicenseGuard extends RequestHandler {

@@ -3,7 +3,7 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
-import { errorCodeOf, LocalStateError } from '../errors.js';
+import { asGuardError, errorCodeOf, LocalStateError } from '../errors.js';
 import { describeError, type LogFields, withPrefix } from '../logger.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from '../store/check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
@@ -191,7 +191,11 @@ export class LicenseMonitor {
     const { verdict, lastSuccessAt } = this.entry;
     if (!stateFile || !stateMac || verdict === undefined || lastSuccessAt === null) return;
     const stored = { verdict, lastSuccessAt: Math.floor(lastSuccessAt), savedAt: Math.floor(this.clock.latestSeen()) };
-    this.writes = (this.writes ?? Promise.resolve()).then(() => writeStateFile(stateFile, panelKey, stateMac, stored)).catch((e: unknown) => this.report(e));
+    this.writes = (this.writes ?? Promise.resolve())
+      .then(() => writeStateFile(stateFile, panelKey, stateMac, stored))
+      .catch((e: unknown) =>
+        this.report(new LocalStateError('STATE_FILE_WRITE_FAILED', `The state file could not be written (${describeError(e)}); the verdict in memory stands.`)),
+      );
   }
 
   /** Locks when the grace period (or the license's expiry day) has passed while failing. */
@@ -309,7 +313,8 @@ export class LicenseMonitor {
    * Errors go to 'error' listeners when there are any, else to the logger with structured fields
    * (`event` defaults to the error's code in snake case): never an unhandled throw.
    */
-  report(error: unknown, fields: Partial<LogFields> = {}): void {
+  report(thrown: unknown, fields: Partial<LogFields> = {}): void {
+    const error = asGuardError(thrown);
     // `panels` mode: the guard's own 'error' listeners first, with the panel id.
     if (this.relay?.error(error)) return;
     if ((this.emitter?.listenerCount('error') ?? 0) > 0) {

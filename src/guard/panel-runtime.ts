@@ -3,6 +3,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Request } from 'express';
 import type { LicenseResponse } from '../client/license-response.js';
+import { PanelHostError } from '../errors.js';
 import { describeError } from '../logger.js';
 import type { ClusterSync } from '../store/cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from '../store/cluster-wiring.js';
@@ -167,7 +168,8 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     this.reportedHosts ??= new Set();
     if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
     this.reportedHosts.add(host);
-    this.monitor.report(new Error(`Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`), {
+    const message = `Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`;
+    this.monitor.report(new PanelHostError('HOST_NOT_LICENSED', message, { host }), {
       event: 'host_not_licensed',
       host,
     });

@@ -3,6 +3,7 @@
 // make these as often as requests come, so they are counted and told as one line per interval,
 // never one per request with the attacker's host name in it. An app listening to 'error' still
 // hears of the first few of each interval one by one (what a real misconfiguration looks like).
+import { PanelHostError } from '../errors.js';
 import { withPrefix } from '../logger.js';
 import type { GuardConfig } from './guard-options.js';
 
@@ -99,7 +100,7 @@ export class ResolverReports {
     const message = `${[failures, refused].filter(Boolean).join('; ')} (since the last report, at most one each ${REPORT_INTERVAL_MS / 1000} s).${last}`;
     this.#counts = { ...NONE };
     this.#last = undefined;
-    const summary = new Error(withPrefix(message));
+    const summary = new PanelHostError('RESOLVE_FAILED', withPrefix(message));
     if (!this.options.emit(summary)) this.options.logger.warn(summary.message, { event: 'resolve_failed', threw, timedOut, unusable, refused: busy });
     return true;
   }

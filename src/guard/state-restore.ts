@@ -1,5 +1,6 @@
 // Start-up restore of the single-process `stateFile`: the last verified verdict, authenticated.
 import { LocalStateError } from '../errors.js';
+import { describeError } from '../logger.js';
 import { CLOCK_TOLERANCE_MS } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import type { LicenseMonitor } from './license-monitor.js';
@@ -18,7 +19,11 @@ export async function restoreStateFile(monitor: LicenseMonitor, config: GuardCon
   try {
     stored = await readStateFile(stateFile, config.panelKey, stateMac);
   } catch (error) {
-    monitor.report(error);
+    monitor.report(
+      error instanceof LocalStateError
+        ? error
+        : new LocalStateError('STATE_FILE_REJECTED', `stateFile ${stateFile} could not be read (${describeError(error)}); the panel waits for a check.`),
+    );
     return;
   }
   if (!stored || monitor.isClosed || monitor.entry.state !== 'pending') return;
