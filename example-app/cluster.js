@@ -52,7 +52,8 @@ export async function runClusterWorker() {
   const { port, redisUrl: url, outboxFile, ...config } = JSON.parse(process.env.PANEL_WORKER_CONFIG);
   const redis = createClient({ url });
   redis.on('error', () => {});
-  await redis.connect();
+  // Not awaited: with Redis down, connect() retries for ever; the guard works meanwhile.
+  redis.connect().catch(() => {});
   const panel = createPanelApp({ ...config, outboxFile, store: redisLicenseStore({ client: redis }) });
   const tag = `[worker ${process.pid}]`;
   panel.guard.on('lock', ({ reason }) => console.log(`${tag} locked: ${reason}`));

@@ -54,7 +54,12 @@ export interface LicenseGuardOptions {
   lockView?: string;
   /** Requests under this path prefix always get JSON lock responses. @default undefined */
   apiPrefix?: string;
-  /** Paths served while locked: prefixes (segment-bounded, case-sensitive) and/or predicates. @default [] */
+  /**
+   * Paths served while locked: exact raw paths (`'/healthz'`, GET and HEAD), `'/static/*'` for
+   * everything below a path, `'POST /hooks/pay'` for other methods, and/or `(req) => boolean`
+   * predicates. Compared byte for byte with the raw request path, as Express routes it.
+   * @default []
+   */
   allow?: AllowRule | AllowRule[];
   /** Name used when the mother sends none (or an unusable one). @default 'Panel' */
   defaultName?: string;
