@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { createClient, type RedisClientType } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
-import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
+import { createMotherClient, type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
 import { redisLicenseStore } from '../src/redis.js';
 import type { LicenseStore } from '../src/store/license-store.js';
 import { LeaseSeal } from '../src/store/store-calls.js';
-import { API_KEY, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { API_KEY, API_SECRET, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
 import { REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 // What someone who can write to Redis, but has no API secret, can and cannot do to a cluster;
@@ -233,6 +233,27 @@ describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {
     await redis.publish(key, captured);
     await sleep(800);
     expect(behind.state).toBe('locked');
+  });
+
+  it("adopts a peer's lock even when the mother's clock answered it earlier than its own last answer", async () => {
+    // Mother servers whose clocks disagree (or a clock stepped back): a lock is always taken.
+    let skewMs = 0;
+    const skewed = await startEmulator(undefined, { now: () => Date.now() + skewMs });
+    try {
+      const prefix = newPrefix();
+      const options = { client: createMotherClient({ baseUrl: skewed.url, apiKey: API_KEY, apiSecret: API_SECRET }), schedule: '0 0 1 1 *' };
+      const [a, b] = [await instance(prefix, options), await instance(prefix, options)];
+      await a.start();
+      await b.start();
+      skewMs = 3000;
+      expect(await a.refresh()).toBe('active');
+      skewMs = 0;
+      skewed.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
+      expect(await b.refresh()).toBe('locked');
+      await waitFor(() => a.state === 'locked', "b's lock on a", 3000);
+    } finally {
+      await skewed.close();
+    }
   });
 
   it('a slow answer does not overtake a later check', async () => {

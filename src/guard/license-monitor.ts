@@ -163,9 +163,9 @@ export class LicenseMonitor {
   successOrder: CheckOrder = BEFORE_ANY;
   /**
    * The mother's `server_time` (s) of the last answer this instance got itself (0: none). A peer's
-   * record whose verdict the mother answered in an earlier second is never adopted over it: the
+   * active verdict that the mother answered in an earlier second is never adopted over it: the
    * mother's clock orders the two, whatever the hosts' clocks say (a replayed record cannot undo
-   * our own lock).
+   * our own lock). A peer's lock is always adopted.
    */
   ownServerTime = 0;
   /** Monotonic time (ms) a check outcome was last applied, own or a peer's. */

@@ -38,13 +38,15 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
 }
 
 /**
- * The record's verdict was answered by the mother before the last answer this instance got itself
- * (by the mother's `server_time`, not the hosts' clocks): a replay of a record captured before a
+ * An active verdict the mother answered before the last answer this instance got itself (by the
+ * mother's `server_time`, not the hosts' clocks): a replay of a record captured before a
  * revocation this instance verified. Within the same second of the mother's clock the check
- * order decides, as before. A verdict without `server_time` cannot be placed: it is not adopted
- * over one of our own that has it.
+ * order decides, as before; an active verdict without `server_time` cannot be placed and is not
+ * adopted over one of our own that has it. A lock is always adopted: locking is the safe side,
+ * and mother servers whose clocks disagree (or a clock stepped back) must not keep a revoked
+ * panel open.
  */
 function olderThanOwn(monitor: LicenseMonitor, verdict: LicenseResponse): boolean {
-  if (monitor.ownServerTime === 0) return false;
+  if (monitor.ownServerTime === 0 || !verdict.active) return false;
   return verdict.server_time === undefined || verdict.server_time < monitor.ownServerTime;
 }
