@@ -145,7 +145,7 @@ describe('panel-license', () => {
       expect(await main(['outbox', '--outbox', url.toString()], query.io)).toBe(EXIT.usage);
       const other = fakeIo();
       expect(await main(['outbox', '--outbox', 'mysql://root:sekret-db-pass@127.0.0.1/db'], other.io)).toBe(EXIT.usage);
-      expect(other.err.join('\n')).toMatch(/takes a file path or a postgres:\/\/ URL; this URL is neither/);
+      expect(other.err.join('\n')).toMatch(/takes a file path or a postgres:\/\/ URL; this looks like a URL but is not one/);
       const said = [refused, pushed, list, retry, missing, query, other].flatMap((io) => [...io.out, ...io.err]).join('\n');
       expect(said).toMatch(/no outbox table .*never_created at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test \(/i);
       expect(said).not.toMatch(/sekret/);
@@ -165,6 +165,9 @@ describe('panel-license', () => {
           'postgresql:user:Winter@127.0.0.1/test', // none
           'POSTGRES://user:Winter@', // no host
           'mysql:user:Winter@127.0.0.1/db',
+          '"postgres://user:Winter@127.0.0.1/test"', // the quotes an env file leaves
+          '<postgres://user:Winter@127.0.0.1/test>',
+          '\u200Bpostgres://user:Winter@127.0.0.1/test', // an invisible character first
         ])
           for (const args of [
             ['push', file, '--outbox', given],

@@ -62,7 +62,8 @@ describe('panels mode under a flood of new hosts', () => {
         resolve: async (host) => {
           calls++;
           if (host === 'beats.example') return BEATS;
-          if (host.startsWith('t')) throw new Error('tenant lookup failed');
+          // As database drivers do, the error quotes its input: the host.
+          if (host.startsWith('t')) throw new Error(`invalid input syntax for type uuid: "${host}"`);
           return null;
         },
         resolvePerSecond: 20,

@@ -107,6 +107,20 @@ describe("panels mode's routes", () => {
     await waitFor(async () => (await request(app).get('/').set('Host', 'beats.example')).text === 'Acme', 'the new answer', 6000);
   });
 
+  it('ends routes on time after the event loop was blocked (the tick catches up)', async () => {
+    let panelOfBeats = BEATS;
+    const { app } = deployment({ panels: { resolve: async (host) => (host === 'beats.example' ? panelOfBeats : null), resolveTtlMs: 6000 } });
+    expect((await request(app).get('/').set('Host', 'beats.example').expect(200)).text).toBe('Beats');
+    panelOfBeats = ACME;
+    // 7 s of a blocked loop: past the answer's 6 s, though the tick's timer fired not once.
+    const until = Date.now() + 7000;
+    while (Date.now() < until) {
+      // busy
+    }
+    // The route is over: the host is asked again at once (not a route's life of ticks later).
+    await waitFor(async () => (await request(app).get('/').set('Host', 'beats.example')).text === 'Acme', 'the new answer', 1500);
+  });
+
   it('never takes a panel served only by its route for idle', async () => {
     let offset = 0;
     const { app, guard } = deployment({

@@ -44,6 +44,13 @@ const release = (title: string, remote_track_id?: string) => ({
   primary_artist: 'Ada',
   ...(remote_track_id === undefined ? {} : { remote_track_id }),
 });
+const failureOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: unknown) => error as Error & { code?: string },
+  );
 const delivered = (title: string) => emulator.releases.filter((r) => r.release.title === title);
 
 describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
@@ -355,6 +362,14 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       expect(events[0]).toMatch(/could not reach PostgreSQL at 127\.0\.0\.1:1\/test: .*Delivery is paused and resumes by itself/);
       await outbox.close();
       expect([...said, ...events].join('\n')).not.toContain('db-sekret');
+      // A connection string that does not read as meant (an unencoded @ and / in the password):
+      // nothing of it is shown, nor the driver's message, which may quote a misread part.
+      const misread = new pg.Pool({ connectionString: 'postgres://postgres:Pa@ss/Sekr3tPW@127.0.0.1:1/test', connectionTimeoutMillis: 500 });
+      misread.on('error', () => {});
+      pools.push(misread);
+      const unread = await failureOf(postgresOutboxStore({ pool: misread, schema, table: freshTable() }).migrate());
+      expect(unread.message).toMatch(/with the pool's connection string, which does not read as a well-formed/);
+      expect(unread.message).not.toMatch(/Sekr3t|Pa@ss|ss:/);
       // Login and database problems are named as such.
       const nobody = new pg.Pool({
         connectionString: DATABASE_URL.replace(/\/\/[^@/]*@/, '//no_such_role_xyz@').replace(/^(postgres(?:ql)?:\/\/)(?!.*@)/, '$1no_such_role_xyz@'),

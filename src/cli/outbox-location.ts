@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { describeError } from '../logger.js';
 import type { PgPool } from '../outbox/postgres-schema.js';
 import { postgresOutboxStore } from '../outbox/postgres-store.js';
+import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/postgres-url.js';
 import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxStore } from '../outbox/store.js';
 import { UsageError } from './io.js';
@@ -35,36 +36,17 @@ export function isPostgresUrl(location: string): boolean {
 }
 
 /**
- * Any `scheme:` of two letters or more (`mysql://…`, `postgres:/…`): a URL, refused unless it is
- * PostgreSQL, never taken for a file path (which would create a file named after it, password
- * included). One letter is a Windows drive.
+ * Any `scheme:` of two letters or more at the start (`mysql://…`, `postgres:/…`), or anything
+ * URL-like or credential-like further in (`"postgres://…"` with the quotes an env file leaves):
+ * refused unless it is a well-formed PostgreSQL URL, never taken for a file path (which would
+ * create a file named after it, password included). One letter is a Windows drive.
  */
 const ANY_SCHEME = /^\s*[a-z][a-z0-9+.-]+:/i;
+const notAFile = (location: string) => ANY_SCHEME.test(location) || looksLikeUrl(location);
 
 /** Said of a PostgreSQL URL that cannot be read as meant; never quotes it (it may hold a password). */
 const MALFORMED =
   '--outbox starts like a PostgreSQL URL but is not a well-formed postgres://user@host/db URL (in a password, / # ? @ : must be percent-encoded, e.g. %2F; or leave the password out and set PGPASSWORD). The value is not shown: it may hold a password.';
-
-/**
- * The URL as a user meant it, or undefined when it cannot be: `postgres://` then, where an `@`
- * appears, a host that is what follows the last `@` (`user:2024/Winter@host` would otherwise be
- * read as host `user`, port 2024, and the password shown as a path).
- */
-function wellFormed(location: string): URL | undefined {
-  const text = location.trim();
-  if (!/^postgres(ql)?:\/\/[^/]/i.test(text)) return undefined;
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (url.hostname === '' || url.hash !== '') return undefined;
-  const at = text.lastIndexOf('@');
-  if (at === -1) return url;
-  const afterAt = text.slice(at + 1).split(/[/?#]/)[0] ?? '';
-  return afterAt.toLowerCase() === url.host.toLowerCase() && url.username !== '' ? url : undefined;
-}
 
 /**
  * The URL as it may be shown: scheme, user, host, port and database only. A password can sit in
@@ -114,7 +96,7 @@ async function loadPg(usage: string): Promise<PgModule> {
  * in a database given by mistake.
  */
 async function openPostgres(location: string, mustExist: boolean, usage: string): Promise<OpenedOutboxStore> {
-  const url = wellFormed(location);
+  const url = wellFormedPostgresUrl(location);
   if (url === undefined) throw new UsageError(MALFORMED, usage);
   const schema = url.searchParams.get('schema') ?? 'public';
   const table = url.searchParams.get('table') ?? 'release_outbox';
@@ -145,8 +127,11 @@ async function openPostgres(location: string, mustExist: boolean, usage: string)
 /** Opens the outbox at `location`. `mode`: `create` for push, `write` for retry, `read` for listing. */
 export async function openOutboxStore(location: string, mode: 'create' | 'write' | 'read', usage: string): Promise<OpenedOutboxStore> {
   if (isPostgresUrl(location)) return openPostgres(location, mode !== 'create', usage);
-  if (ANY_SCHEME.test(location))
-    throw new UsageError('--outbox takes a file path or a postgres:// URL; this URL is neither (it is not shown: it may hold a password).', usage);
+  if (notAFile(location))
+    throw new UsageError(
+      '--outbox takes a file path or a postgres:// URL; this looks like a URL but is not one (check for quotes or stray characters around it; it is not shown: it may hold a password).',
+      usage,
+    );
   if (mode !== 'create' && !existsSync(location))
     throw new UsageError(`There is no outbox at ${location} (nothing was ever queued there). Pass --outbox FILE or a postgres:// URL.`, usage);
   try {

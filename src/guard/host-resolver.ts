@@ -82,6 +82,13 @@ const sameCredentials = (a: PanelCredentials, b: PanelCredentials) =>
 
 const optionalString = (value: unknown) => value === undefined || (typeof value === 'string' && value !== '');
 
+/** An error's class and code (`TypeError`, `Error 22P02`), never its message. */
+function kindOf(error: unknown): string {
+  const name = error instanceof Error ? error.name : typeof error;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Za-z0-9_]{1,20}$/.test(code) ? `${name} ${code}` : name;
+}
+
 function credentialsFrom(value: unknown): PanelCredentials | undefined {
   const given = value as Partial<PanelCredentials> | null | undefined;
   if (typeof given?.apiKey !== 'string' || given.apiKey === '' || typeof given.apiSecret !== 'string' || given.apiSecret === '') return undefined;
@@ -155,7 +162,8 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       const timedOut = error === timedOutError;
       const detail = timedOut ? `did not answer within ${options.timeoutMs} ms` : `threw: ${describeError(error)}`;
       const failure = new PanelHostError('RESOLVE_FAILED', `panel-license-guard: the panels resolver ${detail} for ${host}`, { host, cause: error });
-      options.onFailure(timedOut ? 'timedOut' : 'threw', failure, detail);
+      // The summary line names the kind of error only: a driver's message may quote the host.
+      options.onFailure(timedOut ? 'timedOut' : 'threw', failure, timedOut ? detail : `threw ${kindOf(error)}`);
       // A host that had a panel keeps it while the resolver fails (asked again after unknownTtlMs).
       const previous = answers.peek(host);
       return remember(host, previous ?? UNKNOWN, options.unknownTtlMs);

@@ -48,8 +48,11 @@ export class HostRoutes {
     /** The most routes kept; the oldest goes first (hosts in use are re-set, so they go last). */
     private readonly max: number,
   ) {
+    // Counted from a monotonic clock, not by firings: a loop blocked for 9 s must not add 9 s to
+    // every route's life (setInterval does not catch up on missed ticks).
+    const began = performance.now();
     this.#timer = setInterval(() => {
-      this.tick++;
+      this.tick = Math.floor((performance.now() - began) / ROUTE_TICK_MS);
     }, ROUTE_TICK_MS);
     this.#timer.unref();
   }

@@ -3,6 +3,7 @@
 // password), what it means for the releases, and what to check. Other errors pass through.
 import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../errors.js';
 import { describeError } from '../logger.js';
+import { wellFormedPostgresUrl } from './postgres-url.js';
 
 /** What the outbox was doing, and so what the failure means for the releases. */
 export type PostgresWork = 'migrate' | 'enqueue' | 'deliver' | 'read' | 'write' | 'retention';
@@ -35,21 +36,32 @@ interface PoolSettings {
   database?: string;
 }
 
-/** `host:port/database` of the pool, as node-postgres resolves it; never the user's password. */
-export function poolAddress(pool: unknown): string {
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * `host:port/database` of the pool, as node-postgres resolves it; never the user's password.
+ * Undefined when its connection string does not read as a well-formed URL (nothing of it, nor
+ * of the driver's message, which may quote a misread part of it, can be shown safely).
+ */
+export function poolAddress(pool: unknown): string | undefined {
   const options = ((pool as { options?: PoolSettings } | null)?.options ?? {}) as PoolSettings;
   let host = options.host;
   let port = options.port === undefined ? undefined : String(options.port);
   let database = options.database;
   if (options.connectionString !== undefined) {
-    try {
-      const url = new URL(options.connectionString);
-      host ??= decodeURIComponent(url.hostname);
-      port ??= url.port === '' ? undefined : url.port;
-      database ??= decodeURIComponent(url.pathname.slice(1)) || undefined;
-    } catch {
-      // Not a URL node-postgres would take either: name what the environment gives.
-    }
+    // Only a URL read as its writer meant it: `postgres://u:Pa@ss/S3cr3t@host/db` would show
+    // part of the password as host and database.
+    const url = wellFormedPostgresUrl(options.connectionString);
+    if (url === undefined) return undefined;
+    host ??= url.hostname;
+    port ??= url.port === '' ? undefined : url.port;
+    database ??= safeDecode(url.pathname.slice(1)) || undefined;
   }
   host ??= process.env.PGHOST ?? 'localhost';
   port ??= process.env.PGPORT ?? '5432';
@@ -69,9 +81,10 @@ export function databaseFailure(error: unknown, work: PostgresWork, pool: unknow
   const code = codeOf(error);
   if (code === undefined) return error;
   const what = code === 'OUTBOX_DATABASE_UNREACHABLE' ? 'could not reach PostgreSQL' : 'could not use PostgreSQL';
-  return new OutboxDatabaseError(
-    code,
-    `panel-license-guard: the outbox (${table}) ${what} at ${poolAddress(pool)}: ${describeError(error)}. ${MEANING[work]} ${FIX[code]}`,
-    { cause: error },
-  );
+  const address = poolAddress(pool);
+  const where =
+    address === undefined
+      ? "with the pool's connection string, which does not read as a well-formed postgres://user@host/db URL (percent-encode / # ? @ : in the password; the driver's message is in `cause`)"
+      : `at ${address}: ${describeError(error)}`;
+  return new OutboxDatabaseError(code, `panel-license-guard: the outbox (${table}) ${what} ${where}. ${MEANING[work]} ${FIX[code]}`, { cause: error });
 }
