@@ -5,6 +5,7 @@ import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
 import { redisLicenseStore } from '../src/redis.js';
+import type { LicenseStore } from '../src/store/license-store.js';
 import type { MotherEmulator } from '../src/testing.js';
 import { silentLogger } from './guard-app.js';
 import { sleep, startEmulator, waitFor } from './helpers.js';
@@ -41,7 +42,25 @@ afterEach(async () => {
   offset = 0;
 });
 
-/** One instance of the deployment, with its own Redis connection as a separate process would have. */
+/**
+ * Store calls that failed (a loaded machine can make Redis miss its 1 s command timeout): each
+ * lets an instance check on its own, as documented, so a count of checks allows for them.
+ */
+let storeFailures = 0;
+function counted(store: LicenseStore): LicenseStore {
+  const seen = <T>(call: Promise<T>) =>
+    call.catch((error: unknown) => {
+      storeFailures++;
+      throw error;
+    });
+  return {
+    ...store,
+    get: (key, maxBytes) => seen(store.get(key, maxBytes)),
+    publish: (key, value, ttlMs) => seen(store.publish(key, value, ttlMs)),
+    acquire: (key, value, ttlMs, maxBytes) => seen(store.acquire(key, value, ttlMs, maxBytes)),
+  };
+}
+
 /** What a tenants table gives for a host: the credentials only. */
 const credentialsOf = (entry: { apiKey: string; apiSecret: string } | undefined) => entry && { apiKey: entry.apiKey, apiSecret: entry.apiSecret };
 
@@ -55,7 +74,7 @@ async function instance(prefix: string, url = REDIS_URL, options: Partial<Licens
   const guard = licenseGuard({
     baseUrl: emulator.url,
     panels: { resolve: async (host) => credentialsOf(PANELS[host as Host]), checkIntervalMs: INTERVAL_MS, idleMs: 3600_000 },
-    store: redisLicenseStore({ client, prefix }),
+    store: counted(redisLicenseStore({ client, prefix })),
     now: () => Date.now() + offset,
     logger: silentLogger,
     ...options,
@@ -82,13 +101,21 @@ describe.skipIf(!haveRedis)('licenseGuard({ panels, store })', () => {
     const prefix = newPrefix();
     const three = [await instance(prefix), await instance(prefix), await instance(prefix)];
     // The first instance checks each panel; the others adopt its current record.
+    storeFailures = 0;
     await visitAll(three);
-    for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBe(1);
+    // One check per panel per slot; a store call that failed lets one more through (documented).
+    const checksMatch = (slot: number) => {
+      const extra = Object.values(PANELS).reduce((sum, { apiKey }) => sum + checksBy(apiKey) - slot, 0);
+      return Object.values(PANELS).every(({ apiKey }) => checksBy(apiKey) >= slot) && extra <= storeFailures;
+    };
+    expect(checksMatch(1)).toBe(true);
     for (let slot = 2; slot <= 4; slot++) {
       offset += INTERVAL_MS + 1000;
       await waitFor(() => Object.values(PANELS).every(({ apiKey }) => checksBy(apiKey) >= slot), `slot ${slot} checked`);
       await sleep(1500);
-      for (const { apiKey } of Object.values(PANELS)) expect(checksBy(apiKey)).toBe(slot);
+      expect(checksMatch(slot), `checks ${Object.values(PANELS).map(({ apiKey }) => checksBy(apiKey))} at slot ${slot}, ${storeFailures} store failures`).toBe(
+        true,
+      );
     }
     for (const { guard } of three) for (const host of HOSTS) expect(guard.status(host)).toMatchObject({ state: 'active', store: 'ok' });
     // Some instance other than the checker heard of each check through the store.

@@ -428,6 +428,27 @@ describe('the check spreader', () => {
     }
   });
 
+  it('runs a panel with the time it was scheduled for, so late timers on two instances agree on its slot', () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    try {
+      const runs: [string, number][] = [];
+      const spreader = createCheckSpreader({ intervalMs: 300_000, now: Date.now, count: () => 1, run: (id, dueAtMs) => runs.push([id, dueAtMs]) });
+      spreader.scheduleRegular('p');
+      const due = spreader.nextAt('p') as number;
+      vi.advanceTimersByTime(due - Date.now() - 2000);
+      expect(runs).toEqual([]);
+      // The timer's next firing comes 160 s after the due time (a loaded or paused process): the
+      // panel runs with the time it was scheduled for, whose slot is not the late moment's.
+      vi.setSystemTime(due + 160_000);
+      vi.advanceTimersByTime(1000);
+      expect(runs).toEqual([['p', due]]);
+      expect(spreader.slotOf('p', due)).not.toBe(spreader.slotOf('p', Date.now()));
+      spreader.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('stops checking an idle panel (no timer keeps running for it)', async () => {
     const ran = vi.fn();
     const spreader = createCheckSpreader({ intervalMs: 10_000, now: Date.now, count: () => 1, run: ran });

@@ -6,8 +6,11 @@ import { createHash } from 'node:crypto';
 export interface CheckSpreaderOptions {
   intervalMs: number;
   now: () => number;
-  /** Starts one panel's check; the spreader does not wait for it. */
-  run: (id: string) => void;
+  /**
+   * Starts one panel's check; the spreader does not wait for it. `dueAtMs`: the time it was
+   * scheduled for (the second), which every instance agrees on, however late its timer fires.
+   */
+  run: (id: string, dueAtMs: number) => void;
   /** Panels scheduled; the cap is twice the even rate, and at least 10 a second. */
   count: () => number;
 }
@@ -63,18 +66,18 @@ export function createCheckSpreader({ intervalMs, now, run, count }: CheckSpread
   function tick(): void {
     const current = Math.floor(now() / SECOND);
     const cap = Math.max(10, Math.ceil((2 * count() * SECOND) / intervalMs));
-    const due: string[] = [];
+    const due: [string, number][] = [];
     for (const [second, bucket] of buckets) {
       if (second > current) continue;
-      for (const id of bucket) due.push(id);
+      for (const id of bucket) due.push([id, second]);
       buckets.delete(second);
     }
     // Oldest first is not needed for fairness here: what misses this second goes first next second.
     const started = due.slice(0, cap);
-    for (const id of due.slice(cap)) place(id, current + 1);
-    for (const id of started) {
+    for (const [id] of due.slice(cap)) place(id, current + 1);
+    for (const [id, second] of started) {
       dueSecond.delete(id);
-      run(id);
+      run(id, second * SECOND);
     }
     peak = Math.max(peak, started.length);
     if (buckets.size === 0 && timer !== undefined) {

@@ -72,12 +72,12 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     intervalMs: panels.checkIntervalMs,
     now: config.now,
     count: () => running.size,
-    run: (id) => {
+    run: (id, dueAtMs) => {
       const panel = running.peek(id);
       if (!panel) return;
       // No request for `idleMs`: stop checking until the next one (which checks first if needed).
       if (config.now() - panel.lastRequestAt > panels.idleMs && routes.unservedFor(panel.servedTick, panels.idleMs)) panel.idle = true;
-      else panel.scheduled();
+      else panel.scheduled(dueAtMs);
     },
   });
 

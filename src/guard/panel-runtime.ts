@@ -230,16 +230,19 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
   /**
    * The spreader's call. Alone, or for this instance's own retry: check. With a store, a regular
    * slot is checked by one instance (a sealed lease per panel and slot); the others re-read the
-   * panel's record, and check themselves only if no result follows in time.
+   * panel's record, and check themselves only if no result follows in time. `dueAtMs`: the time
+   * the check was scheduled for; the slot is that time's, not the moment this instance's timer
+   * fired, so instances whose timers fire a little apart (a loaded machine) contend for one
+   * lease, never two.
    */
-  scheduled(): void {
+  scheduled(dueAtMs: number): void {
     const { sync } = this;
     if (!sync || this.retrying) {
       void this.check();
       return;
     }
     sync.ensureSubscribed();
-    const slot = this.context.spreader.slotOf(this.key, this.config.now());
+    const slot = this.context.spreader.slotOf(this.key, dueAtMs);
     void sync.acquire(`slot:${slot}`, this.config.panels?.checkIntervalMs ?? 300_000).then((elected) => {
       if (this.closed) return;
       if (elected) return void this.check();
