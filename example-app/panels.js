@@ -29,6 +29,15 @@ export const DEMO_TENANTS = {
   },
 };
 
+const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const escapeXml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
+
+/** A square logo: the panel's initial on its brand colour (demo data, escaped all the same). */
+function demoLogo({ name, brand_color: color }) {
+  const fill = /^#[0-9a-f]{6}$/i.test(color) ? color : '#4b5563';
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64" viewBox="0 0 64 64"><rect width="64" height="64" rx="14" fill="${fill}"/><text x="32" y="43" font-family="sans-serif" font-size="30" font-weight="700" fill="#fff" text-anchor="middle">${escapeXml(name.slice(0, 1))}</text></svg>`;
+}
+
 const UPLOAD_FIELDS = ['title', 'primary_artist', 'album', 'genre', 'language', 'isrc', 'release_date', 'remote_track_id'];
 
 /**
@@ -72,6 +81,12 @@ export function createPanelsApp(config) {
   app.set('views', here('./views'));
   app.set('view engine', 'ejs');
   app.use('/static', express.static(here('./public'), { maxAge: '1h', fallthrough: false }));
+  // Each demo panel's logo (its initial on its colour), before the guard: served while locked too.
+  app.get('/logo/:tenant.svg', (req, res) => {
+    const tenant = byId.get(req.params.tenant);
+    if (!tenant) return res.sendStatus(404);
+    res.type('image/svg+xml').set('Cache-Control', 'public, max-age=3600').send(demoLogo(tenant.panel));
+  });
   // Demo only: check the panel of this host now instead of at its next scheduled check.
   app.post('/healthz/refresh', async (req, res) => {
     res.json({ ok: true, host: req.hostname, state: await guard.refresh(req.hostname) });

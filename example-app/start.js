@@ -144,11 +144,12 @@ async function runCluster({ config, emulator, outboxFile }) {
 async function runPanels() {
   const emulator = await createMotherEmulator({
     port: emulatorPort,
-    panels: Object.entries(DEMO_TENANTS).map(([host, { apiKey, apiSecret, panel }]) => ({
+    panels: Object.entries(DEMO_TENANTS).map(([host, { id, apiKey, apiSecret, panel }]) => ({
       apiKey,
       apiSecret,
       active: true,
-      panel: { ...panel, custom_domain: host },
+      // The example serves each panel's logo itself, so the first page looks whole.
+      panel: { ...panel, custom_domain: host, brand_logo_url: `http://${host}:${port}/logo/${id}.svg` },
     })),
   }).catch((error) => {
     throw portInUse(error, 'mother emulator', 'EMULATOR_PORT', emulatorPort);

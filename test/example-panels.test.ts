@@ -38,6 +38,15 @@ describe('the example in multi-panel mode', () => {
     await request(panels.app).get('/').set('Host', 'unknown.localhost').expect(404);
   });
 
+  it("serves each demo panel's logo, while locked too, so the first page looks whole", async () => {
+    for (const { id, panel } of Object.values(tenants)) {
+      const logo = await request(panels.app).get(`/logo/${id}.svg`).set('Host', 'labelx.localhost').expect(200);
+      expect(logo.headers['content-type']).toMatch(/^image\/svg\+xml/);
+      expect(String(logo.body ?? logo.text)).toContain(panel.brand_color);
+    }
+    await request(panels.app).get('/logo/nobody.svg').set('Host', 'beats.localhost').expect(404);
+  });
+
   it("sends each host's upload to the mother under its own panel's key, and shows it on that panel only", async () => {
     await request(panels.app).post('/upload').set('Host', 'beats.localhost').type('form').send({ title: 'Beats upload' }).expect(303);
     await request(panels.app).post('/upload').set('Host', 'acme.localhost').type('form').send({ title: 'Acme upload' }).expect(303);

@@ -14,6 +14,8 @@ import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
 // (outbox-store.test.ts).
 const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
 const schema = `test_outbox_pg_${process.pid}`;
+/** A login role without privileges, named for this run (dropped at the end). */
+const NOPRIVS = `test_outbox_noprivs_${process.pid}`;
 const pools: pg.Pool[] = [];
 const newPool = () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
@@ -35,7 +37,7 @@ afterAll(async () => {
   await emulator.close();
   if (!havePostgres) return;
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await admin.query('DROP ROLE IF EXISTS panel_outbox_noprivs');
+  await admin.query(`DROP ROLE IF EXISTS ${NOPRIVS}`);
   await Promise.all(pools.map((pool) => pool.end()));
 });
 
@@ -306,10 +308,10 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
 
   describe('when something is wrong', () => {
     it('says which privilege is missing', async () => {
-      await admin.query('DROP ROLE IF EXISTS panel_outbox_noprivs');
-      await admin.query('CREATE ROLE panel_outbox_noprivs LOGIN');
+      await admin.query(`DROP ROLE IF EXISTS ${NOPRIVS}`);
+      await admin.query(`CREATE ROLE ${NOPRIVS} LOGIN`);
       const url = new URL(DATABASE_URL);
-      url.username = 'panel_outbox_noprivs';
+      url.username = NOPRIVS;
       url.password = '';
       const weak = new pg.Pool({ connectionString: url.toString(), max: 1 });
       pools.push(weak);
@@ -320,15 +322,15 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       // With what the README grants after the first run, but DELETE forgotten: retention says so.
       const table = freshTable();
       await postgresOutboxStore({ pool: admin, schema, table }).migrate();
-      await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO panel_outbox_noprivs`);
-      await admin.query(`GRANT SELECT, INSERT, UPDATE ON "${schema}"."${table}", "${schema}"."${table}_migrations" TO panel_outbox_noprivs`);
-      await admin.query(`GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA "${schema}" TO panel_outbox_noprivs`);
+      await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${NOPRIVS}`);
+      await admin.query(`GRANT SELECT, INSERT, UPDATE ON "${schema}"."${table}", "${schema}"."${table}_migrations" TO ${NOPRIVS}`);
+      await admin.query(`GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${NOPRIVS}`);
       const granted = postgresOutboxStore({ pool: weak, schema, table });
       await granted.enqueue({ panel: 'panel-a', remoteTrackId: 't', body: '{}', contentHash: 'h' }, 1);
       await expect(granted.prune?.({ deliveredBefore: 0, deadBefore: 0, afterId: 0, limit: 10 })).rejects.toThrow(/lacks a privilege .*DELETE \(retention\)/);
-      await admin.query(`REVOKE ALL ON ALL TABLES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
-      await admin.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA "${schema}" FROM panel_outbox_noprivs`);
-      await admin.query(`REVOKE ALL ON SCHEMA "${schema}" FROM panel_outbox_noprivs`);
+      await admin.query(`REVOKE ALL ON ALL TABLES IN SCHEMA "${schema}" FROM ${NOPRIVS}`);
+      await admin.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA "${schema}" FROM ${NOPRIVS}`);
+      await admin.query(`REVOKE ALL ON SCHEMA "${schema}" FROM ${NOPRIVS}`);
     });
 
     it('rejects an enqueue it cannot make durable, and says where, what it means and what to check', async () => {

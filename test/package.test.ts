@@ -25,7 +25,8 @@ const CALL = `signRequest({ apiKey: 'pk_live_demo', apiSecret: 'sk_test_secret',
 beforeAll(() => {
   if (!readdirSync(root).includes('dist')) throw new Error('dist/ is missing: run `npm run build` first (npm test does).');
   project = mkdtempSync(join(tmpdir(), 'plg-pack-'));
-  const tarball = run('npm', ['pack', '--silent', '--pack-destination', project], root).trim().split('\n').pop() ?? '';
+  // --ignore-scripts: `prepack` rebuilds dist/, which the other test files use meanwhile (npm test built it).
+  const tarball = run('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', project], root).trim().split('\n').pop() ?? '';
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
   // A TypeScript Express app has Node's and Express's types installed; so does this one.
   run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(project, tarball), '@types/node@20', '@types/express@5']);
