@@ -2,8 +2,8 @@
 
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { LicenseGuardError } from '../errors.js';
-import { createClusterSync, sharedRecordOf } from '../store/cluster-wiring.js';
 import type { StoreHealth } from '../store/license-store.js';
+import { createClusterSync, sharedRecordOf } from './cluster-wiring.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { createHealthHandler, type HealthHandlerOptions } from './health-handler.js';
 import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';

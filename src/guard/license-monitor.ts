@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
 import { asGuardError, errorCodeOf, LocalStateError } from '../errors.js';
 import { describeError, type LogFields, withPrefix } from '../logger.js';
-import { BEFORE_ANY, type CheckOrder, isAfter } from '../store/check-order.js';
+import { BEFORE_ANY, type CheckOrder, isAfter } from './check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import type { LicenseStatus } from './license-guard.js';

@@ -3,15 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { RunCoordinator } from 'node-cron';
 import { LocalStateError } from '../errors.js';
-import type { LicenseMonitor } from '../guard/license-monitor.js';
 import { describeError } from '../logger.js';
+import type { LicenseStore, StoreHealth, StoreSubscription } from '../store/license-store.js';
+import type { Mac } from '../store/sealed-json.js';
+import { callStore, LEASE_MAX_BYTES, LeaseSeal } from '../store/store-calls.js';
 import { applySharedVerdict } from './apply-shared.js';
 import { type CheckOrder, later } from './check-order.js';
-import type { LicenseStore, StoreHealth, StoreSubscription } from './license-store.js';
+import type { LicenseMonitor } from './license-monitor.js';
 import { RefusalReports } from './refusal-reports.js';
-import type { Mac } from './sealed-json.js';
 import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
-import { callStore, LEASE_MAX_BYTES, LeaseSeal } from './store-calls.js';
 
 export interface ClusterSyncOptions {
   store: LicenseStore;

@@ -2,8 +2,8 @@
 import { z } from 'zod';
 import { licenseResponseSchema } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
-import { CLOCK_TOLERANCE_MS } from '../guard/grace-clock.js';
-import { type Mac, seal, unseal } from './sealed-json.js';
+import { type Mac, seal, unseal } from '../store/sealed-json.js';
+import { CLOCK_TOLERANCE_MS } from './grace-clock.js';
 
 const VERSION = 1;
 

@@ -1,8 +1,8 @@
 // Cluster mode: how a peer's record from the license store changes this instance's verdict.
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
-import type { LicenseMonitor } from '../guard/license-monitor.js';
 import { isAfter } from './check-order.js';
+import type { LicenseMonitor } from './license-monitor.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
 /**

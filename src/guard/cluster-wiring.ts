@@ -1,9 +1,9 @@
 // Builds cluster mode's pieces from the guard's config: the sync and the record a check publishes.
 import { errorCodeOf } from '../errors.js';
-import type { GuardConfig } from '../guard/guard-options.js';
-import type { LicenseMonitor } from '../guard/license-monitor.js';
-import type { Poller } from '../guard/poller.js';
 import { ClusterSync, type ClusterSyncOptions } from './cluster-sync.js';
+import type { GuardConfig } from './guard-options.js';
+import type { LicenseMonitor } from './license-monitor.js';
+import type { Poller } from './poller.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
