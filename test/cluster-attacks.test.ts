@@ -256,6 +256,22 @@ describe.skipIf(!haveRedis)('cluster mode with clocks that disagree', () => {
     }
   });
 
+  it("takes a lock the mother answered after the verdict it holds, though its writer's clock is behind", async () => {
+    const prefix = newPrefix();
+    const ahead = await instance(prefix, { schedule: '0 0 1 1 *', now: () => Date.now() + 120_000 });
+    // `behind` never hears of ahead's records: its check stamps stay below ahead's.
+    const real = await storeFor(prefix);
+    const deaf: LicenseStore = { ...real, get: async () => null, subscribe: () => ({ ready: Promise.resolve(), close: async () => {} }) };
+    const behind = await instance(prefix, { schedule: '0 0 1 1 *', syncIntervalMs: 3_600_000 }, deaf);
+    await behind.start();
+    await ahead.start();
+    expect(await ahead.refresh()).toBe('active');
+    await sleep(1100); // the revocation is answered in a later second of the mother's clock
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    expect(await behind.refresh()).toBe('locked');
+    await waitFor(() => ahead.state === 'locked', "behind's lock on ahead", 3000);
+  });
+
   it('a slow answer does not overtake a later check', async () => {
     const prefix = newPrefix();
     const slow = await instance(prefix, { schedule: '0 0 1 1 *' });

@@ -14,7 +14,11 @@ import type { SharedVerdict } from './shared-verdict.js';
  * active verdict gives grace for what is left of it, never `active`. Returns true when applied.
  */
 export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdict, current: boolean): boolean {
-  if (monitor.isClosed || !isAfter(record.order, monitor.lastOrder)) return false;
+  if (monitor.isClosed) return false;
+  if (!isAfter(record.order, monitor.lastOrder)) {
+    adoptLaterLock(monitor, record);
+    return false;
+  }
   monitor.lastOrder = record.order;
   monitor.lastAppliedMono = performance.now();
   monitor.lastCheckAt = record.checkedAt;
@@ -49,4 +53,20 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
 function olderThanOwn(monitor: LicenseMonitor, verdict: LicenseResponse): boolean {
   if (monitor.ownServerTime === 0 || !verdict.active) return false;
   return verdict.server_time === undefined || verdict.server_time < monitor.ownServerTime;
+}
+
+/**
+ * A lock ordered before what this instance holds (its writer's clock is behind ours, so its check
+ * stamp is smaller) that the mother answered no earlier than the active verdict held here: taken.
+ * The hosts' clocks disagree; the mother's `server_time` does not, and locking is the safe side.
+ * (An old lock replayed after a re-activation is refused: the mother answered it earlier.)
+ */
+function adoptLaterLock(monitor: LicenseMonitor, record: SharedVerdict): void {
+  const { verdict, lastSuccessAt } = record;
+  const held = monitor.entry.verdict;
+  if (verdict === null || verdict.active || lastSuccessAt === null || held === undefined || !held.active) return;
+  if (verdict.server_time === undefined || held.server_time === undefined || verdict.server_time < held.server_time) return;
+  monitor.clock.anchor(lastSuccessAt);
+  monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
+  monitor.checkGraceEnd();
 }
