@@ -8,21 +8,28 @@ import type { SharedVerdict } from './shared-verdict.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** What the sync of one panel and of `panels` mode share: where, whose, and how long records live. */
+function commonOptions(config: GuardConfig, store: NonNullable<GuardConfig['store']>, monitor: LicenseMonitor) {
+  return {
+    store,
+    panelId: config.panelKey,
+    mac: config.storeMac,
+    monitor,
+    now: config.now,
+    checkTimeoutMs: config.client.timeoutMs,
+    // A retired panel's record expires on its own.
+    recordTtlMs: recordTtlMs(config),
+  };
+}
+
 /** The sync of cluster mode, or undefined without a store. `poller` is read lazily (it is built after). */
 export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, poller: () => Poller): ClusterSync | undefined {
   if (!config.store) return undefined;
   const checkTimeoutMs = config.client.timeoutMs;
   return new ClusterSync({
-    store: config.store,
-    panelId: config.panelKey,
-    mac: config.storeMac,
-    monitor,
-    now: config.now,
+    ...commonOptions(config, config.store, monitor),
     syncIntervalMs: config.syncIntervalMs,
-    // A retired panel's record expires on its own.
-    recordTtlMs: recordTtlMs(config),
     staleAfterMs: config.jitterMs + checkTimeoutMs + 30_000,
-    checkTimeoutMs,
     // The elected peer waits up to jitterMs, then takes up to timeoutMs; then its record is due.
     fallbackMs: config.jitterMs + checkTimeoutMs + 5000,
     onPeerRecord: (record) => {
@@ -47,15 +54,9 @@ export function createPanelSync(
   if (!config.store) return undefined;
   const checkTimeoutMs = config.client.timeoutMs;
   return new ClusterSync({
-    store: config.store,
-    panelId: config.panelKey,
-    mac: config.storeMac,
-    monitor,
-    now: config.now,
+    ...commonOptions(config, config.store, monitor),
     syncIntervalMs: 0,
-    recordTtlMs: recordTtlMs(config),
     staleAfterMs: checkTimeoutMs + 30_000,
-    checkTimeoutMs,
     // The elected instance may start its check a few seconds late under the per-second cap.
     fallbackMs: checkTimeoutMs + 10_000,
     mayReportOutage: outageGateOf(config.store),
