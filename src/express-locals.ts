@@ -3,8 +3,8 @@
 // Opt-in because it declares `res.locals.branding` and `res.locals.license` on every route of the
 // app, including routes mounted before the guard, where they are not set. Apps that mount the
 // guard first (the usual case) get typed templates and handlers for free with one import.
-import type { Branding } from './guard/branding.js';
-import type { LicenseLocals } from './guard/snapshot.js';
+import type { Branding } from './serve/branding.js';
+import type { LicenseLocals } from './serve/snapshot.js';
 
 declare global {
   namespace Express {

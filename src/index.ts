@@ -23,14 +23,12 @@ export {
   ServerValidationError,
   TimeoutError,
 } from './errors.js';
-export type { AllowRule } from './guard/allow-list.js';
-export type { Branding } from './guard/branding.js';
+export type { GuardEvents, LicenseGuard } from './guard/guard-api.js';
 export type { GuardLogger, LicenseGuardOptions } from './guard/guard-options.js';
 export type { HealthBody, HealthHandlerOptions } from './guard/health-handler.js';
-export { type GuardEvents, type LicenseGuard, type LicenseStatus, licenseGuard } from './guard/license-guard.js';
+export { licenseGuard } from './guard/license-guard.js';
 export type { ChangeEvent } from './guard/license-monitor.js';
-export type { LicenseState } from './guard/license-state.js';
-export type { LicenseLocals } from './guard/snapshot.js';
+export type { LicenseStatus } from './guard/license-status.js';
 export type { StatusBody, StatusHandlerOptions } from './guard/status-handler.js';
 export type { LogFields, Logger } from './logger.js';
 export type {
@@ -76,5 +74,9 @@ export type {
 } from './outbox/store.js';
 export { UNASSIGNED_PANEL } from './outbox/store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
+export type { AllowRule } from './serve/allow-list.js';
+export type { Branding } from './serve/branding.js';
+export type { LicenseState } from './serve/license-state.js';
+export type { LicenseLocals } from './serve/snapshot.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';
 export type { LicenseStore, StoreHealth } from './store/license-store.js';

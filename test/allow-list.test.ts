@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { canonicalPath, createAllowMatcher, resolvedPath } from '../src/guard/allow-list.js';
+import { canonicalPath, createAllowMatcher, resolvedPath } from '../src/serve/allow-list.js';
 
 const req = (url: string, method = 'GET') => ({ url, originalUrl: url, method }) as unknown as IncomingMessage & { originalUrl: string };
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { brandingFrom, safeColor } from '../src/guard/branding.js';
-import { escapeHtml } from '../src/guard/html.js';
-import { renderLockPage } from '../src/guard/lock-page.js';
+import { brandingFrom, safeColor } from '../src/serve/branding.js';
+import { escapeHtml } from '../src/serve/html.js';
+import { renderLockPage } from '../src/serve/lock-page.js';
 import { safeHttpUrl } from '../src/text.js';
 
 const defaults = { name: 'Panel', color: '#334155' };

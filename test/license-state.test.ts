@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { daysLeft, type LicenseEvent, type LicenseState, transition } from '../src/guard/license-state.js';
+import { daysLeft, type LicenseEvent, type LicenseState, transition } from '../src/serve/license-state.js';
 
 describe('transition()', () => {
   const table: [LicenseState, LicenseEvent, LicenseState][] = [

@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { canonicalHost } from '../src/guard/request-host.js';
 import { licenseGuard } from '../src/index.js';
+import { canonicalHost } from '../src/serve/request-host.js';
 import type { MotherEmulator } from '../src/testing.js';
 import { EXPRESS_VERSIONS, type GuardedApp, guardedApp } from './guard-app.js';
 import { API_KEY, API_SECRET, DEMO_PANEL, startEmulator } from './helpers.js';

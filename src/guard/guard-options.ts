@@ -1,14 +1,15 @@
 // Public options of licenseGuard() and their validation into a fully resolved config.
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
-import { describeError, isolateLogger, type Logger, type StructuredLogger } from '../logger.js';
+import { describeError, isolateLogger, type Logger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
+import { type AllowRule, createAllowMatcher } from '../serve/allow-list.js';
+import { type DomainsMode, resolveDomainPolicy } from '../serve/licensed-domains.js';
+import { type PublicMessageInput, publicMessageFrom, supportContactFrom } from '../serve/public-message.js';
+import type { ServeConfig } from '../serve/serve-config.js';
 import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
-import { type AllowMatcher, type AllowRule, createAllowMatcher } from './allow-list.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
-import { type DomainPolicy, type DomainsMode, resolveDomainPolicy } from './licensed-domains.js';
 import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels-options.js';
-import { publicMessageFrom, type SupportContact, supportContactFrom } from './public-message.js';
 import { GuardTelemetry } from './telemetry.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */
@@ -105,19 +106,11 @@ export interface LicenseGuardOptions {
   panels?: PanelsOptions;
 }
 
-/** What a `publicMessage` function is given. */
-export interface PublicMessageInput {
-  state: 'locked' | 'pending';
-  /** The mother's reason (or the guard's, e.g. "could not be verified since…"); operator-facing. */
-  reason: string | null;
-  /** The panel's `status` and `billing_type` as the mother sent them. */
-  status: string | null;
-  billingType: string | null;
-}
+export type { PublicMessageInput };
 
-export interface GuardConfig {
+/** Every resolved option: what the request path reads (ServeConfig) and what the checks need. */
+export interface GuardConfig extends ServeConfig {
   client: MotherClient;
-  panelKey: string;
   schedule: string;
   jitterMs: number;
   gracePeriodMs: number;
@@ -131,20 +124,10 @@ export interface GuardConfig {
   /** Authenticates the shared verdict (keyed from the API secret, another purpose than the file's). */
   storeMac: (data: string) => string;
   syncIntervalMs: number;
-  lockStatus: number;
-  retryAfterSeconds: number;
-  lockView: string | undefined;
-  apiPrefix: string | undefined;
-  isAllowed: AllowMatcher;
-  defaults: { name: string; color: string };
-  publicMessage: (verdict: PublicMessageInput) => string;
-  supportContact: SupportContact | undefined;
-  domains: DomainPolicy;
   /** `panels` mode: set, and `client` is a placeholder never used for a check. */
   panels: ResolvedPanels | undefined;
   now: () => number;
   random: () => number;
-  logger: StructuredLogger;
   /** The package's own instruments (metrics) observe checks and transitions here; one per guard. */
   telemetry: GuardTelemetry;
 }

@@ -1,9 +1,8 @@
 // Validators of single licenseGuard() options: each throws a TypeError that names the option and the fix.
 import cron from 'node-cron';
-import { isolateLogger, type StructuredLogger } from '../logger.js';
+import { isolateLogger, type Logger, type StructuredLogger } from '../logger.js';
 import { optionError, positiveInteger, shown } from '../options.js';
-import { safeColor } from './branding.js';
-import type { GuardLogger } from './guard-options.js';
+import { safeColor } from '../serve/branding.js';
 
 export function optionalString(option: string, value: unknown, fix: string): string | undefined {
   if (value === undefined) return undefined;
@@ -45,9 +44,9 @@ export function validApiPrefix(value: unknown): string | undefined {
 
 export function validLogger(logger: unknown): StructuredLogger {
   if (logger === undefined) return isolateLogger(console);
-  const candidate = logger as Partial<GuardLogger>;
+  const candidate = logger as Partial<Logger>;
   if (typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {
     throw optionError('logger', 'must have warn() and error() methods', 'Pass console, a pino/winston logger, or { warn() {}, error() {} }.');
   }
-  return isolateLogger(candidate as GuardLogger);
+  return isolateLogger(candidate as Logger);
 }

@@ -4,7 +4,7 @@
 import type { RequestHandler } from 'express';
 import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
 import type { ReleaseOutbox } from '../outbox/outbox.js';
-import type { LicenseState } from './license-state.js';
+import type { LicenseState } from '../serve/license-state.js';
 import { sendJson } from './status-handler.js';
 
 export interface HealthHandlerOptions {

@@ -1,89 +1,18 @@
 // licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
 
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { LicenseGuardError } from '../errors.js';
-import type { StoreHealth } from '../store/license-store.js';
+import type { NextFunction, Request, Response } from 'express';
+import type { LicenseState } from '../serve/license-state.js';
+import { serveVerdict, uncheckedDomainWarning } from '../serve/serve-verdict.js';
 import { createClusterSync, sharedRecordOf } from './cluster-wiring.js';
+import type { LicenseGuard } from './guard-api.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
-import { createHealthHandler, type HealthHandlerOptions } from './health-handler.js';
-import { type ChangeEvent, LicenseMonitor } from './license-monitor.js';
-import type { LicenseState } from './license-state.js';
+import { createHealthHandler } from './health-handler.js';
+import { LicenseMonitor } from './license-monitor.js';
 import { multiPanelGuard } from './multi-panel-guard.js';
 import { createPoller } from './poller.js';
-import { serveVerdict, uncheckedDomainWarning } from './serve-verdict.js';
 import { restoreStateFile } from './state-restore.js';
-import { createStatusHandler, type StatusHandlerOptions } from './status-handler.js';
+import { createStatusHandler } from './status-handler.js';
 import { attachInstruments, checkResult } from './telemetry.js';
-
-export interface LicenseStatus {
-  state: LicenseState;
-  reason: string | null;
-  /** Local time (ms) of the last check, successful or not. */
-  lastCheckAt: number | null;
-  /** Local time (ms) of the last verified verdict. */
-  lastSuccessAt: number | null;
-  /** When the next check is due (schedule or retry), before jitter. */
-  nextCheckAt: number | null;
-  consecutiveFailures: number;
-  /** While in `grace`: when the panel locks unless a check succeeds. */
-  graceEndsAt: number | null;
-  /** The mother's clock minus ours, in ms. */
-  clockOffsetMs: number;
-  /** Code of the last failure (e.g. 'TIMEOUT'), null after a success. */
-  lastError: string | null;
-  /**
-   * Cluster mode: `'ok'` while the shared store answers, `'unavailable'` while it fails (this
-   * instance then checks the mother on its own); `'none'` without a store.
-   */
-  store: StoreHealth;
-  /** Who ran the last check: this instance, a peer through the store (cluster mode), or nobody yet. */
-  lastCheckBy: 'self' | 'peer' | null;
-  /** `panels` mode: the panel's id (derived from its key, never the key itself), as events name it. */
-  panel?: string;
-}
-
-export interface GuardEvents {
-  change: (event: ChangeEvent) => void;
-  lock: (event: ChangeEvent) => void;
-  unlock: (event: ChangeEvent) => void;
-  /** Everything the guard reports: switch on `error.code` (see LicenseGuardError). */
-  error: (error: LicenseGuardError) => void;
-}
-
-export interface LicenseGuard extends RequestHandler {
-  /** Restores `stateFile`, runs the first check and starts the schedule. Resolves with the state. */
-  start(): Promise<LicenseState>;
-  /** Checks now; concurrent calls share one request. Resolves with the state afterwards. With `panels`: the panel at `host`. */
-  refresh(host?: string): Promise<LicenseState>;
-  /**
-   * Stops the schedule and all timers so the process can exit, at once. The promise resolves when
-   * a `stateFile` write already under way has finished (await it before `process.exit()`).
-   */
-  close(): Promise<void>;
-  readonly state: LicenseState;
-  /** With `panels`: the status of the panel at `host` (undefined for a host not known yet). */
-  status(host?: string): LicenseStatus;
-  /**
-   * A handler answering the status as JSON: 200 while the panel serves (active, grace), 503 while
-   * it does not (locked, pending), for load balancers and operator pages. With `panels`: the panel
-   * of the request's host (404 for an unknown host).
-   */
-  statusHandler(options?: StatusHandlerOptions): RequestHandler;
-  /**
-   * A handler for the load balancer: 200 while this instance runs, whatever any panel's license
-   * says (a locked panel is the instance doing its job), 503 once closed; the body counts the
-   * panels in memory by state. It reads no host: with `panels`, mount it before the guard (an IP
-   * or an internal name is no panel's host).
-   */
-  healthHandler(options?: HealthHandlerOptions): RequestHandler;
-  /**
-   * With `panels`: the hosts this instance knows for a panel, by its id (as events and status
-   * name it) or by your id from the resolver; at most 100. Always empty for a single panel.
-   */
-  hostsOf(panel: string): string[];
-  on<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
-  off<E extends keyof GuardEvents>(event: E, listener: GuardEvents[E]): LicenseGuard;
-}
 
 export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   const config: GuardConfig = resolveGuardOptions(options);

@@ -5,12 +5,12 @@ import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
 import { asGuardError, errorCodeOf, LocalStateError } from '../errors.js';
 import { describeError, type LogFields, withPrefix } from '../logger.js';
+import { type LicenseEvent, type LicenseState, transition } from '../serve/license-state.js';
+import { buildSnapshot, type GuardSnapshot } from '../serve/snapshot.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from './check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
-import type { LicenseStatus } from './license-guard.js';
-import { type LicenseEvent, type LicenseState, transition } from './license-state.js';
-import { buildSnapshot, type GuardSnapshot } from './snapshot.js';
+import type { LicenseStatus } from './license-status.js';
 import { writeStateFile } from './state-file.js';
 
 /** One cache entry per panel: the last verified verdict, when it came, and the derived view. */

@@ -4,19 +4,19 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
+import { sendBusyHost, sendUnknownHost } from '../serve/host-responses.js';
+import { HostRoutes } from '../serve/host-routes.js';
+import { hostKey, requestHost } from '../serve/request-host.js';
+import { serveVerdict } from '../serve/serve-verdict.js';
 import { createCheckSpreader } from './check-spreader.js';
+import type { LicenseGuard } from './guard-api.js';
 import type { GuardConfig } from './guard-options.js';
 import { createHealthHandler } from './health-handler.js';
 import { createHostResolver, type PanelResolution } from './host-resolver.js';
-import { sendBusyHost, sendUnknownHost } from './host-responses.js';
-import { HostRoutes } from './host-routes.js';
-import type { LicenseGuard } from './license-guard.js';
 import { NewHostGate } from './new-host-gate.js';
 import { selectReadings, summarize } from './panel-readings.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
-import { hostKey, requestHost } from './request-host.js';
 import { ResolverReports } from './resolver-reports.js';
-import { serveVerdict } from './serve-verdict.js';
 import { createStatusHandler } from './status-handler.js';
 import { attachInstruments } from './telemetry.js';
 
@@ -84,7 +84,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   const context = { spreader, events, hostsOf: (panel: string) => resolver.hostsOf(panel) };
 
   /** Routes by the host as received, bounded like the resolver's hosts. */
-  const routes = new HostRoutes(panels.max * 4);
+  const routes = new HostRoutes<PanelRuntime>(panels.max * 4);
   function setRoute(req: Request, host: string, panel: PanelRuntime, known: PanelResolution, now: number): void {
     if (closed) return;
     // Never past the resolver's answer (a host due to be asked again takes the full path), nor

@@ -2,7 +2,7 @@
 // full readings for a bounded number of panels, those that carry information first (locked,
 // in grace, failing, pending), so that 10,000 panels never mean 10,000 × every series or one long
 // block of the event loop.
-import type { LicenseState } from './license-state.js';
+import type { LicenseState } from '../serve/license-state.js';
 import type { PanelReading, PanelsSummary } from './telemetry.js';
 
 /** What the selection needs of a panel, without computing its status. */

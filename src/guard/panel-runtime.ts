@@ -5,17 +5,17 @@ import type { Request } from 'express';
 import type { LicenseResponse } from '../client/license-response.js';
 import { PanelHostError } from '../errors.js';
 import { describeError } from '../logger.js';
+import type { LicenseState } from '../serve/license-state.js';
+import { requestHost } from '../serve/request-host.js';
+import { type ServeHooks, warnUncheckedDomain } from '../serve/serve-verdict.js';
 import type { CheckSpreader } from './check-spreader.js';
 import type { ClusterSync } from './cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from './cluster-wiring.js';
 import type { GuardConfig } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
-import type { LicenseStatus } from './license-guard.js';
 import { type ChangeEvent, LicenseMonitor, type MonitorRelay } from './license-monitor.js';
-import type { LicenseState } from './license-state.js';
+import type { LicenseStatus } from './license-status.js';
 import { retryDelay } from './poller.js';
-import { requestHost } from './request-host.js';
-import { type ServeHooks, warnUncheckedDomain } from './serve-verdict.js';
 import { checkResult, type PanelReading } from './telemetry.js';
 
 /** An evicted panel's last verified verdict. */

@@ -1,10 +1,9 @@
 // `panels` (many panels in one deployment, chosen by host): validation, and the per-panel client.
 import { createHash } from 'node:crypto';
 import { createEndpointCache } from '../client/endpoints.js';
-import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { createMotherClient, type MotherClient, type MotherClientOptions } from '../client/mother-client.js';
 import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
 import { validatePanelId } from '../panel-id.js';
-import type { LicenseGuardOptions } from './guard-options.js';
 import type { PanelCredentials } from './host-resolver.js';
 
 export interface PanelsOptions {
@@ -76,7 +75,12 @@ const HINTS: Partial<Record<(typeof SINGLE_PANEL)[number], string>> = {
   stateFile: 'With `panels`, pass `store` to keep verdicts across restarts and instances.',
 };
 
-export function resolvePanels(options: LicenseGuardOptions, problems: OptionProblems): ResolvedPanels | undefined {
+/** The guard's options as read here: `panels`, and those it replaces (refused beside it). */
+type GuardOptionsSeen = { panels?: PanelsOptions } & Partial<Pick<MotherClientOptions, 'baseUrl' | 'timeoutMs' | 'allowInsecureHttp' | 'fetch'>> & {
+    readonly [name in (typeof SINGLE_PANEL)[number]]?: unknown;
+  };
+
+export function resolvePanels(options: GuardOptionsSeen, problems: OptionProblems): ResolvedPanels | undefined {
   const given = options.panels;
   if (given === undefined) return undefined;
   if (typeof given !== 'object' || given === null) {

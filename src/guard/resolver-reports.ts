@@ -4,8 +4,7 @@
 // never one per request with the attacker's host name in it. An app listening to 'error' still
 // hears of the first few of each interval one by one (what a real misconfiguration looks like).
 import { PanelHostError } from '../errors.js';
-import { withPrefix } from '../logger.js';
-import type { GuardConfig } from './guard-options.js';
+import { type StructuredLogger, withPrefix } from '../logger.js';
 
 export type ResolverFailure = 'threw' | 'timedOut' | 'unusable';
 
@@ -24,7 +23,7 @@ interface Counts {
 const NONE: Counts = { threw: 0, timedOut: 0, unusable: 0, busy: 0 };
 
 export interface ResolverReportsOptions {
-  logger: GuardConfig['logger'];
+  logger: StructuredLogger;
   /** Emits on the guard's 'error' listeners; false when it has none. */
   emit: (error: Error) => boolean;
   /** New hosts per second the gate lets through (named in the summary). */

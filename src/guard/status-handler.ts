@@ -3,7 +3,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
 import type { OutboxStats, ReleaseOutbox } from '../outbox/outbox.js';
-import type { LicenseStatus } from './license-guard.js';
+import type { LicenseStatus } from './license-status.js';
 
 export interface StatusHandlerOptions {
   /** Adds `outbox: outbox.stats()` to the answer (it does not change the status code). @default undefined */

@@ -1,8 +1,9 @@
 // What the guard tells the package's own instruments (metrics): each check it ran and each change
 // of state, and a reading of every panel it serves. Observers are not event listeners, so adding
 // metrics never silences a log line (an unheard 'error' is logged) or changes what users see.
-import type { LicenseStatus } from './license-guard.js';
-import type { LicenseState } from './license-state.js';
+
+import type { LicenseState } from '../serve/license-state.js';
+import type { LicenseStatus } from './license-status.js';
 
 /** One license check this instance ran, as it ended. */
 export interface CheckRecord {

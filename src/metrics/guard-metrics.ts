@@ -1,8 +1,8 @@
 // Prometheus metrics of a license guard: gauges read at scrape time, counters and a histogram fed
 // by the guard's telemetry as checks end. Nothing here runs on the request path.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { LICENSE_STATES } from '../guard/license-state.js';
 import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
+import { LICENSE_STATES } from '../serve/license-state.js';
 
 /** Check durations: the mother answers in tens of ms; `timeoutMs` (10 s by default) caps the tail. */
 export const CHECK_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -1,29 +1,15 @@
-// Options of createReleaseOutbox(): the public type, and its validation into a fully resolved config.
-import type { ReleaseResponse } from '../client/license-response.js';
-
 export type { OutboxPanelCredentials } from './panel-senders.js';
+export type { ReleaseSender } from './release-sender.js';
 
 import type { FetchLike } from '../client/http.js';
 import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
-import type { OutboxPanelCredentials, PanelSendersOptions } from './panel-senders.js';
-import { resolvePanelsSource } from './panels-options.js';
+import type { OutboxPanelCredentials } from './panel-senders.js';
+import { type PanelsSource, resolvePanelsSource } from './panels-options.js';
+import type { ReleaseSender } from './release-sender.js';
 import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
 import type { OutboxStore } from './store.js';
-
-/** What the outbox needs from a client. A `MotherClient` from `createMotherClient()` fits. */
-export interface ReleaseSender {
-  /** Sends these exact bytes; resolves with `{ ok: true, release_id }` or throws a `MotherError`. */
-  pushSerializedRelease(body: string): Promise<ReleaseResponse>;
-  /**
-   * The panel whose releases this client sends (a `MotherClient`'s is a hash of base URL and
-   * key). Rows record it, and a worker only ever sends rows of its own panel.
-   */
-  readonly panelId?: string;
-  /** The longest a push can take, retries included; `leaseMs` must exceed it by `LEASE_MARGIN_MS` (a `MotherClient` has it). */
-  readonly timeoutMs?: number;
-}
 
 /** One outbox for many panels: each row is sent with the credentials of the panel it was stored for. */
 export interface OutboxPanelsOptions {
@@ -99,10 +85,6 @@ export interface ReleaseOutboxOptions {
 }
 
 export type StoreSource = { kind: 'memory' } | { kind: 'file'; file: string } | { kind: 'given'; store: OutboxStore };
-
-export type PanelsSource =
-  | { kind: 'one'; client: ReleaseSender; panel: string }
-  | { kind: 'many'; senders: PanelSendersOptions; validatePanel: (panel: unknown) => string };
 
 export interface ResolvedOutboxConfig {
   panels: PanelsSource;

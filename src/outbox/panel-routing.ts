@@ -1,9 +1,9 @@
 // Which rows a worker claims and whose credentials send them: one panel (a client), or many (a resolver).
 import { PanelDeliveryError } from '../errors.js';
 import { shownPanel } from '../panel-id.js';
-import type { ReleaseSender } from './options.js';
 import type { PanelHolds } from './panel-holds.js';
 import type { PanelSenders } from './panel-senders.js';
+import type { ReleaseSender } from './release-sender.js';
 import type { ClaimedRow, ClaimRequest, OutboxStore } from './store.js';
 
 export type ClaimBase = Omit<ClaimRequest, 'panel'>;

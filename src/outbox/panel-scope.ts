@@ -1,7 +1,7 @@
 // Which panel an outbox call is about: a single-panel outbox only ever touches its own panel's rows.
 import { shown } from '../options.js';
 import { shownPanel, validatePanelId } from '../panel-id.js';
-import type { PanelsSource } from './options.js';
+import type { PanelsSource } from './panels-options.js';
 import type { EnqueueOptions, PanelScope } from './store.js';
 
 export interface PanelScoping {

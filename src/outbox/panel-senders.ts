@@ -5,7 +5,7 @@ import { createMotherClient, type MotherClient, type MotherClientOptions } from 
 import { PanelDeliveryError } from '../errors.js';
 import { describeError } from '../logger.js';
 import { shownPanel } from '../panel-id.js';
-import type { ReleaseSender } from './options.js';
+import type { ReleaseSender } from './release-sender.js';
 
 /** What `panels.resolve(panel)` answers for a panel it knows. */
 export interface OutboxPanelCredentials {

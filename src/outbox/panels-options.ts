@@ -1,8 +1,9 @@
 // Options of the outbox's panels: one `client`, or many panels through `panels.resolve` — validated, resolved.
-import { createMotherClient } from '../client/mother-client.js';
+import { createMotherClient, type MotherClientOptions } from '../client/mother-client.js';
 import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
 import { validatePanelId } from '../panel-id.js';
-import type { PanelsSource, ReleaseOutboxOptions, ReleaseSender } from './options.js';
+import type { PanelSendersOptions } from './panel-senders.js';
+import type { ReleaseSender } from './release-sender.js';
 import { UNASSIGNED_PANEL } from './store.js';
 
 const PANELS_KEYS = ['resolve', 'resolveTtlMs', 'resolveTimeoutMs', 'unresolvedRetryMs', 'max'];
@@ -11,7 +12,14 @@ const CLIENT_OPTIONS = ['baseUrl', 'timeoutMs', 'allowInsecureHttp', 'fetch'] as
 /** Your id of a panel, as `enqueue(release, { panel })` takes it. */
 export const validateEnqueuePanel = (panel: unknown) => validatePanelId(panel, 'enqueue()');
 
-export function resolvePanelsSource(options: ReleaseOutboxOptions, problems: OptionProblems): PanelsSource {
+export type PanelsSource =
+  | { kind: 'one'; client: ReleaseSender; panel: string }
+  | { kind: 'many'; senders: PanelSendersOptions; validatePanel: (panel: unknown) => string };
+
+/** The outbox's options as read here (its `client`, or `panels` and the options of their clients). */
+type OutboxOptionsSeen = { client?: unknown; panels?: unknown } & Partial<Pick<MotherClientOptions, 'baseUrl' | 'timeoutMs' | 'allowInsecureHttp' | 'fetch'>>;
+
+export function resolvePanelsSource(options: OutboxOptionsSeen, problems: OptionProblems): PanelsSource {
   const { client, panels } = options as { client?: unknown; panels?: unknown };
   if (panels === undefined) {
     for (const name of CLIENT_OPTIONS)

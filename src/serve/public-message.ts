@@ -2,7 +2,16 @@
 import { describeError, type StructuredLogger } from '../logger.js';
 import { optionError, shown } from '../options.js';
 import { cleanText, safeHttpUrl } from '../text.js';
-import type { PublicMessageInput } from './guard-options.js';
+
+/** What a `publicMessage` function is given. */
+export interface PublicMessageInput {
+  state: 'locked' | 'pending';
+  /** The mother's reason (or the guard's, e.g. "could not be verified since…"); operator-facing. */
+  reason: string | null;
+  /** The panel's `status` and `billing_type` as the mother sent them. */
+  status: string | null;
+  billingType: string | null;
+}
 
 const PUBLIC_MESSAGE_MAX = 300;
 

@@ -2,9 +2,9 @@
 import type { LicenseResponse } from '../client/license-response.js';
 import { cleanText } from '../text.js';
 import { type Branding, brandingFrom } from './branding.js';
-import type { GuardConfig } from './guard-options.js';
 import { daysLeft, type LicenseState } from './license-state.js';
 import { lockPageCsp, renderLockPage } from './lock-page.js';
+import type { ServeConfig } from './serve-config.js';
 
 /** What templates get as `res.locals.license`. */
 export interface LicenseLocals {
@@ -65,7 +65,7 @@ function sharedLicense(license: LicenseLocals): LicenseLocals {
 }
 
 export function buildSnapshot(
-  config: GuardConfig,
+  config: ServeConfig,
   state: LicenseState,
   verdict: LicenseResponse | undefined,
   reason: string | null,

@@ -2,9 +2,9 @@
 // lock response. Shared by the single-panel guard and the per-host panels of `panels` mode.
 import type { NextFunction, Request, Response } from 'express';
 import { sendDomainResponse } from './domain-response.js';
-import type { GuardConfig } from './guard-options.js';
 import { checkDomain } from './licensed-domains.js';
 import { sendLockResponse } from './lock-response.js';
+import type { ServeConfig } from './serve-config.js';
 import type { GuardSnapshot } from './snapshot.js';
 
 export interface ServeHooks {
@@ -15,7 +15,7 @@ export interface ServeHooks {
 }
 
 /** Sets `res.locals.branding` and `.license`; the caller has already dealt with a pending first verdict. */
-export function serveVerdict(req: Request, res: Response, next: NextFunction, config: GuardConfig, snapshot: GuardSnapshot, hooks: ServeHooks): void {
+export function serveVerdict(req: Request, res: Response, next: NextFunction, config: ServeConfig, snapshot: GuardSnapshot, hooks: ServeHooks): void {
   res.locals.branding = snapshot.branding;
   res.locals.license = snapshot.license;
   if (snapshot.lock === undefined) {
@@ -37,7 +37,7 @@ export function serveVerdict(req: Request, res: Response, next: NextFunction, co
 }
 
 /** Says that domains cannot be enforced for a license naming none (callers say it once). */
-export function warnUncheckedDomain(config: GuardConfig, panel: string | undefined): void {
+export function warnUncheckedDomain(config: ServeConfig, panel: string | undefined): void {
   const which = panel === undefined ? 'the license' : `the license of panel ${panel}`;
   config.logger.warn(
     `panel-license-guard: domains is '${config.domains.mode}', but ${which} names no domain to compare with (no custom_domain${config.domains.subdomainBase ? ' and no subdomain' : ', and no `subdomainBase` for its subdomain'}); requests are served from any host.`,
@@ -46,7 +46,7 @@ export function warnUncheckedDomain(config: GuardConfig, panel: string | undefin
 }
 
 /** Says once that domains cannot be enforced for a license naming none. */
-export function uncheckedDomainWarning(config: GuardConfig, panel: string | undefined): () => void {
+export function uncheckedDomainWarning(config: ServeConfig, panel: string | undefined): () => void {
   let warned = false;
   return () => {
     if (warned) return;

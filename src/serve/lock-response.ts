@@ -4,7 +4,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
 import { describeError } from '../logger.js';
 import { resolvedPath, underPrefix } from './allow-list.js';
-import type { GuardConfig } from './guard-options.js';
+import type { ServeConfig } from './serve-config.js';
 import type { GuardSnapshot, LockBodies } from './snapshot.js';
 
 const acceptPrefersJson = new LRUCache<string, boolean>({ max: 64 });
@@ -25,7 +25,7 @@ export function wantsJson(req: Request, apiPrefix: string | undefined): boolean 
   return json;
 }
 
-function renderView(req: Request, config: GuardConfig, snapshot: GuardSnapshot, lock: LockBodies): Promise<string> {
+function renderView(req: Request, config: ServeConfig, snapshot: GuardSnapshot, lock: LockBodies): Promise<string> {
   if (lock.renderedView !== undefined) return Promise.resolve(lock.renderedView);
   // app.render uses app.locals plus what we pass, never per-request res.locals, so the
   // result is the same for every request of this verdict and can be reused.
@@ -48,7 +48,7 @@ function renderView(req: Request, config: GuardConfig, snapshot: GuardSnapshot, 
   });
 }
 
-export function sendLockResponse(req: Request, res: Response, next: NextFunction, config: GuardConfig, snapshot: GuardSnapshot): void {
+export function sendLockResponse(req: Request, res: Response, next: NextFunction, config: ServeConfig, snapshot: GuardSnapshot): void {
   const lock = snapshot.lock;
   if (!lock) {
     next();

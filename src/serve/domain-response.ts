@@ -2,9 +2,9 @@
 // browser under `domains: 'redirect'`, 308 to the licensed host with the same path and query.
 import type { Request, Response } from 'express';
 import type { Branding } from './branding.js';
-import type { GuardConfig } from './guard-options.js';
 import { escapeHtml } from './html.js';
 import { wantsJson } from './lock-response.js';
+import type { ServeConfig } from './serve-config.js';
 
 const MESSAGE = 'This panel is not served at this address.';
 const JSON_BODY = Buffer.from(`${JSON.stringify({ ok: false, error: 'MISDIRECTED', message: MESSAGE })}\n`, 'utf8');
@@ -35,7 +35,7 @@ function pageFor(branding: Branding, target: string): Buffer {
   return page;
 }
 
-export function sendDomainResponse(req: Request, res: Response, config: GuardConfig, branding: Branding, licensed: string[]): void {
+export function sendDomainResponse(req: Request, res: Response, config: ServeConfig, branding: Branding, licensed: string[]): void {
   const target = licensed[0] as string;
   const json = wantsJson(req, config.apiPrefix);
   res.setHeader('Cache-Control', 'no-store');

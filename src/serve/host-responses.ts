@@ -2,8 +2,8 @@
 // new host over the bound on resolver calls, busy (503 with Retry-After: never a 404 that a
 // crawler would keep). Both bodies are made once.
 import type { Request, Response } from 'express';
-import type { GuardConfig } from './guard-options.js';
 import { wantsJson } from './lock-response.js';
+import type { ServeConfig } from './serve-config.js';
 
 interface FixedAnswer {
   status: number;
@@ -25,7 +25,7 @@ function fixedAnswer(status: number, error: string, title: string, message: stri
 const UNKNOWN = fixedAnswer(404, 'UNKNOWN_HOST', 'Not found', 'There is no panel at this address.');
 const BUSY = fixedAnswer(503, 'RESOLVER_BUSY', 'Try again shortly', 'This address is being set up; try again in a moment.');
 
-function send(req: Request, res: Response, config: GuardConfig, answer: FixedAnswer): void {
+function send(req: Request, res: Response, config: ServeConfig, answer: FixedAnswer): void {
   const json = wantsJson(req, config.apiPrefix);
   const body = json ? answer.json : answer.html;
   res.status(answer.status);
@@ -37,12 +37,12 @@ function send(req: Request, res: Response, config: GuardConfig, answer: FixedAns
 }
 
 /** A host with no panel (the resolver said null, failed, or gave unusable credentials): 404. */
-export function sendUnknownHost(req: Request, res: Response, config: GuardConfig): void {
+export function sendUnknownHost(req: Request, res: Response, config: ServeConfig): void {
   send(req, res, config, UNKNOWN);
 }
 
 /** A new host over the process-wide bound on resolver calls: 503, worth trying again in `retryAfterSeconds`. */
-export function sendBusyHost(req: Request, res: Response, config: GuardConfig, retryAfterSeconds: number): void {
+export function sendBusyHost(req: Request, res: Response, config: ServeConfig, retryAfterSeconds: number): void {
   res.setHeader('Retry-After', String(retryAfterSeconds));
   send(req, res, config, BUSY);
 }

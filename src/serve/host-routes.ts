@@ -4,16 +4,25 @@
 // counted in ticks of one shared timer (no clock read per request), and the panel is read for
 // one field (its version) and written one (the tick it was last served in).
 import type { Request } from 'express';
-import type { GuardConfig } from './guard-options.js';
 import { checkDomain } from './licensed-domains.js';
-import type { PanelRuntime } from './panel-runtime.js';
+import type { ServeConfig } from './serve-config.js';
 import type { GuardSnapshot } from './snapshot.js';
 
 /** How often the routes' clock ticks; a route lives a whole number of ticks, never past its end. */
 export const ROUTE_TICK_MS = 1000;
 
-export interface Route {
-  panel: PanelRuntime;
+/** What a route reads of its panel (the guard's runtime of one panel provides it). */
+export interface RoutedPanel {
+  /** Bumped whenever what the panel serves changes: routes made before then stop serving. */
+  readonly servingVersion: number;
+  /** The tick the panel was last served in (written here; read for idleness). */
+  servedTick: number;
+  readonly config: ServeConfig;
+  readonly monitor: { readonly entry: { readonly snapshot: GuardSnapshot } };
+}
+
+export interface Route<P extends RoutedPanel = RoutedPanel> {
+  panel: P;
   /** The panel's `servingVersion` when this route was made: a newer one means the full path. */
   version: number;
   /** The tick from which the route no longer serves (Smi: no heap number read per request). */
@@ -30,7 +39,7 @@ export interface Route {
   license: GuardSnapshot['license'];
   snapshot: GuardSnapshot;
   /** The guard's shared config while the verdict does not lock; the panel's own when it does. */
-  config: GuardConfig;
+  config: ServeConfig;
 }
 
 const PORT = /^:\d{1,5}$/;
@@ -38,10 +47,10 @@ const PORT = /^:\d{1,5}$/;
 /** A key routes only the host itself, as its canonical spelling, with or without a port. */
 const isRouteKey = (key: string, host: string) => key === host || (key.startsWith(host) && PORT.test(key.slice(host.length)));
 
-export class HostRoutes {
+export class HostRoutes<P extends RoutedPanel = RoutedPanel> {
   /** Ticks of `ROUTE_TICK_MS` since the guard began (a Smi for 34 years). */
   tick = 0;
-  readonly #routes = new Map<string, Route>();
+  readonly #routes = new Map<string, Route<P>>();
   readonly #timer: NodeJS.Timeout;
 
   constructor(
@@ -58,7 +67,7 @@ export class HostRoutes {
   }
 
   /** The route of `key` while it may serve, marking its panel served in this tick; else undefined. */
-  serving(key: string | undefined): Route | undefined {
+  serving(key: string | undefined): Route<P> | undefined {
     const route = key === undefined ? undefined : this.#routes.get(key);
     if (route === undefined || this.tick >= route.untilTick) return undefined;
     const { panel } = route;
@@ -72,7 +81,7 @@ export class HostRoutes {
    * with a port at most: `Host: a.example:000…0` (15 KB of port) or `A.Example` take the full path
    * each time instead of a route each.
    */
-  set(req: Request, key: string | undefined, host: string, panel: PanelRuntime, shared: GuardConfig, tenant: string | undefined, lifeMs: number): void {
+  set(req: Request, key: string | undefined, host: string, panel: P, shared: ServeConfig, tenant: string | undefined, lifeMs: number): void {
     if (key === undefined || !isRouteKey(key, host)) return;
     // Re-set at the end of the map's order: the routes of hosts in use go last when it is full.
     this.#routes.delete(key);
@@ -82,7 +91,7 @@ export class HostRoutes {
     if (ticks <= 0) return;
     const { snapshot } = panel.monitor.entry;
     const unlocked = snapshot.lock === undefined;
-    const route: Route = {
+    const route: Route<P> = {
       panel,
       version: panel.servingVersion,
       untilTick: this.tick + ticks,
