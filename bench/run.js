@@ -2,6 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
 import { measureCluster } from './cluster.js';
+import { measureDeliveryComparison } from './delivery.js';
 import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
 import { measureMemory } from './memory.js';
@@ -23,6 +24,7 @@ const quick = process.argv.includes('--quick');
  * whole seconds (it samples once a second), so a round is 1 s. Many short rounds rather than a few
  * long ones: this machine's speed drifts by ±30 % within a minute, and a ratio is only as good as
  * the number of back-to-back pairs behind its median. `--quick` is a smoke test of the harness.
+ * Figure 11 (six systems x four configurations x 5 rounds x 3,000 releases) adds about 7 minutes.
  */
 const SETTINGS = quick
   ? {
@@ -37,6 +39,7 @@ const SETTINGS = quick
       panelsProfile: { rounds: 1, seconds: 1, connections: 32 },
       outboxPanels: { count: 200, perPanel: 2, failing: 20, backlog: 500, rounds: 1, concurrency: 8 },
       metrics: { rounds: 2, rows: 1000 },
+      delivery: { rounds: 1, count: 200 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -50,6 +53,7 @@ const SETTINGS = quick
       panelsProfile: { rounds: 6, seconds: 3, connections: 32 },
       outboxPanels: { count: 1000, perPanel: 5, failing: 100, backlog: 10_000, rounds: 5, concurrency: 8 },
       metrics: { rounds: 9, rows: 10_000 },
+      delivery: { rounds: 5, count: 3000 },
     };
 
 const log = (line) => console.error(line);
@@ -98,6 +102,7 @@ async function main() {
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
+      ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
     ];
     for (const [name, measure] of steps) {
       const stepStart = performance.now();

@@ -192,6 +192,61 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when outcomes are recorded in batches (settleMany)', () => {
+    it('never loses the newer payload of an enqueue that races the batch', async () => {
+      const table = freshTable();
+      const [worker, uploader] = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
+      const tracks = Array.from({ length: 60 }, (_, i) => `batch-race-${i}`);
+      const payload = (track: string, v: string) => ({ panel: 'panel-a', remoteTrackId: track, body: `{"${track}":"${v}"}`, contentHash: `${track}:${v}` });
+      for (const track of tracks) await uploader.enqueue(payload(track, 'v1'), 1000);
+      const claimed = await worker.claimDue({ panel: 'panel-a', owner: 'w', limit: 100, nowMs: 2000, leaseMs: 60_000 });
+      const settles = claimed.map((claim) => ({ claim, outcome: { kind: 'delivered', releaseId: 1 } as const, nowMs: 3000 }));
+      const [results] = await Promise.all([
+        worker.settleMany?.(settles, 'w'),
+        ...claimed.map((claim) => uploader.enqueue(payload(claim.remoteTrackId as string, 'v2'), 3000)),
+      ]);
+      expect(results).toHaveLength(tracks.length);
+      const rows = await worker.list({ state: undefined, limit: 1000 });
+      for (const track of tracks) {
+        const mine = rows.filter((row) => row.remoteTrackId === track);
+        expect(mine.filter((row) => row.state === 'delivered').map((row) => row.contentHash)).toEqual([`${track}:v1`]);
+        expect(mine.filter((row) => row.state === 'pending').map((row) => row.contentHash)).toEqual([`${track}:v2`]);
+      }
+    });
+
+    it("records the other rows at once while a caller's transaction holds one, and that one after it commits", async () => {
+      const pool = newPool();
+      const table = freshTable();
+      const store = postgresOutboxStore({ pool, schema, table });
+      const payload = (track: string, v: string) => ({ panel: 'panel-a', remoteTrackId: track, body: `{"${track}":"${v}"}`, contentHash: `${track}:${v}` });
+      for (const track of ['held', 'free-1', 'free-2']) await store.enqueue(payload(track, 'v1'), 1000);
+      const claimed = await store.claimDue({ panel: 'panel-a', owner: 'w', limit: 10, nowMs: 2000, leaseMs: 60_000 });
+      const db = await pool.connect();
+      try {
+        // The caller replaces the held track's payload inside a transaction still open.
+        await db.query('BEGIN');
+        await store.enqueue(payload('held', 'v2'), 2500, { transaction: db });
+        const settling = store.settleMany?.(
+          claimed.map((claim) => ({ claim, outcome: { kind: 'delivered', releaseId: 7 } as const, nowMs: 3000 })),
+          'w',
+        );
+        await waitFor(async () => (await store.counts()).delivered === 2, 'the two free rows recorded while the transaction is open');
+        await sleep(50);
+        await db.query('COMMIT');
+        expect(await settling).toEqual(['superseded', 'applied', 'applied']);
+      } finally {
+        db.release();
+      }
+      const rows = await store.list({ state: undefined, limit: 10 });
+      expect(rows.map((row) => [row.remoteTrackId, row.state, row.contentHash])).toEqual([
+        ['held', 'pending', 'held:v2'],
+        ['free-1', 'delivered', 'free-1:v1'],
+        ['free-2', 'delivered', 'free-2:v1'],
+        ['held', 'delivered', 'held:v1'],
+      ]);
+    });
+  });
+
   describe('when an identical re-upload races the delivery of the same content', () => {
     it('never queues the content a second time', async () => {
       const table = freshTable();

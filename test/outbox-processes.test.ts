@@ -117,7 +117,8 @@ describe('createReleaseOutbox()', () => {
       const perTrack = deliveriesPerTrack();
       const duplicates = emulator.releases.length - perTrack.size;
       expect(perTrack.size).toBe(total);
-      expect(duplicates).toBeLessThanOrEqual(concurrency);
+      // In flight at the kill: `concurrency` pushes and as many answered ones being recorded (docs/guarantees.md).
+      expect(duplicates).toBeLessThanOrEqual(2 * concurrency);
       process.stdout.write(`[outbox crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
     });
   });
@@ -149,7 +150,8 @@ describe('createReleaseOutbox()', () => {
         const perTrack = deliveriesPerTrack();
         const duplicates = emulator.releases.length - perTrack.size;
         expect(perTrack.size).toBe(total);
-        expect(duplicates).toBeLessThanOrEqual(concurrency);
+        // In flight at the kill: `concurrency` pushes and as many answered ones being recorded (docs/guarantees.md).
+        expect(duplicates).toBeLessThanOrEqual(2 * concurrency);
         expect(survivor.exitCode).toBeNull();
         process.stdout.write(`[outbox PostgreSQL crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
       } finally {

@@ -345,6 +345,44 @@ describe.each(stores)('%s', (_name, create) => {
     });
   });
 
+  describe('when settling many at once (settleMany)', () => {
+    it('records every outcome as settle() would, one by one, and answers in order', async () => {
+      const store = make();
+      const settleMany = store.settleMany?.bind(store);
+      if (!settleMany) throw new Error('every built-in store has settleMany()');
+      await store.enqueue(row('slow'), T0);
+      const stale = await claimOne(store, A, T0);
+      await claimOne(store, B, T0 + LEASE);
+      for (const title of ['ok', 'retry', 'dead']) await store.enqueue(row(title), T0 + LEASE);
+      await store.enqueue(row('v1', 't1'), T0 + LEASE);
+      const [ok, retry, dead, replaced] = (await claim(store, A, T0 + LEASE)) as [ClaimedRow, ClaimedRow, ClaimedRow, ClaimedRow];
+      await store.enqueue(row('v2', 't1'), T0 + LEASE);
+      const at = T0 + LEASE + 1;
+      const results = await settleMany(
+        [
+          { claim: stale, outcome: { kind: 'retry', nextAttemptAt: at, error: 'late' }, nowMs: at },
+          { claim: ok, outcome: { kind: 'delivered', releaseId: 5 }, nowMs: at },
+          { claim: retry, outcome: { kind: 'retry', nextAttemptAt: at + 500, error: 'HTTP 503' }, nowMs: at },
+          { claim: dead, outcome: { kind: 'dead', error: 'Missing release title.' }, nowMs: at },
+          { claim: replaced, outcome: { kind: 'delivered', releaseId: 100 }, nowMs: at },
+        ],
+        A,
+      );
+      expect(results).toEqual(['stale', 'applied', 'applied', 'applied', 'superseded']);
+      const rows = await store.list({ state: undefined, limit: 10 });
+      expect(rows.map((r) => [JSON.parse(r.body).release.title, r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
+        ['slow', 'pending', 0, undefined, undefined, B],
+        ['ok', 'delivered', 1, 5, undefined, undefined],
+        ['retry', 'pending', 1, undefined, 'HTTP 503', undefined],
+        ['dead', 'dead', 1, undefined, 'Missing release title.', undefined],
+        ['v2', 'pending', 0, undefined, undefined, undefined],
+        ['v1', 'delivered', 1, 100, undefined, undefined],
+      ]);
+      expect(rows[2]?.nextAttemptAt).toBe(at + 500);
+      expect(rows[1]?.deliveredAt).toBe(at);
+    });
+  });
+
   describe('when listing and requeueing', () => {
     it('filters by state, honours the limit, and requeues every dead row', async () => {
       const store = make();

@@ -9,6 +9,7 @@ import {
   type PanelCounts,
   type PanelScope,
   refuseTransaction,
+  type SettleResult,
   type StoredRow,
   UNASSIGNED_PANEL,
 } from './store.js';
@@ -75,7 +76,7 @@ export function createMemoryOutboxStore(): OutboxStore {
 
   const toStored = ({ deliveredSeq: _seq, historyOf: _of, ...row }: MemoryRow): StoredRow => ({ ...row });
 
-  return {
+  const store: OutboxStore = {
     enqueue(row, nowMs, options) {
       refuseTransaction('memory', options);
       let newestPending: MemoryRow | undefined;
@@ -155,6 +156,10 @@ export function createMemoryOutboxStore(): OutboxStore {
       }
       if (row && plan.update) apply(row, plan.update, nowMs);
       return plan.result;
+    },
+
+    settleMany(settles, owner) {
+      return settles.map(({ claim, outcome, nowMs }) => store.settle(claim, owner, outcome, nowMs) as SettleResult);
     },
 
     counts(scope) {
@@ -241,4 +246,5 @@ export function createMemoryOutboxStore(): OutboxStore {
       rows.clear();
     },
   };
+  return store;
 }

@@ -95,6 +95,8 @@ export interface ResolvedOutboxConfig {
   maxDelayMs: number;
   authRetryDelayMs: number;
   leaseMs: number;
+  /** The longest one push takes, retries included, when the client says (a MotherClient does). */
+  pushTimeoutMs: number | undefined;
   pollIntervalMs: number;
   now: () => number;
   random: () => number;
@@ -196,6 +198,7 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     maxDelayMs,
     authRetryDelayMs: problems.check(() => timerMs('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000), 0),
     leaseMs,
+    pushTimeoutMs,
     pollIntervalMs: problems.check(() => timerMs('pollIntervalMs', options.pollIntervalMs, 1000), 0),
     now: problems.check(() => optionalFunction<() => number>('now', options.now), undefined) ?? Date.now,
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,

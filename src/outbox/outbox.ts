@@ -203,6 +203,9 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   /** Counts rows only while someone waits, and one count at a time (progress meanwhile asks again). */
   async function checkDrained(): Promise<void> {
     if (drainWaiters.size === 0 || closed) return;
+    // A row the worker holds (in flight, or claimed ahead) is a pending row: nothing to count yet.
+    // Counting after every delivery would read the whole backlog each time (quadratic in its size).
+    if (worker.holding() > 0) return;
     if (checkingDrain) {
       checkDrainAgain = true;
       return;

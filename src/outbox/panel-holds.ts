@@ -168,6 +168,15 @@ export class PanelHolds {
     if (hold) hold.probing = true;
   }
 
+  /**
+   * A claimed row of `panel` went back unsent before its attempt (the worker stopped, or it waited
+   * too long for a slot): if it was the panel's probe, the panel may probe again.
+   */
+  handedBack(panel: string): void {
+    const hold = this.holds.get(panel);
+    if (hold?.probing === true && hold.failures > 0) hold.probing = false;
+  }
+
   /** A sent row's attempt is over (its outcome already recorded), as `admit` let it go. */
   ended(panel: string, rowId: number, mother: string | undefined, probe: boolean): void {
     if (probe) {

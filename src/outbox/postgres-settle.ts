@@ -2,12 +2,12 @@
 // lock only when a replaced payload adds a history row (or the row keeps changing).
 import { orNull, type PgStoreContext, type Row } from './postgres-sql.js';
 import { planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
-import type { ClaimedRow, OutboxState, OutboxStore, SettleResult } from './store.js';
+import type { ClaimedRow, OutboxState, OutboxStore, SettleRequest, SettleResult } from './store.js';
 
 /** How often a read-then-write is retried when the row changed in between, before taking locks. */
 const MAX_REREADS = 3;
 
-export function createPostgresSettle({ pool, names, sql, hot, ready, inTransaction }: PgStoreContext): OutboxStore['settle'] {
+export function createPostgresSettle({ pool, names, sql, hot, ready, inTransaction }: PgStoreContext): Required<Pick<OutboxStore, 'settle' | 'settleMany'>> {
   const snapshotOf = (current: Row | undefined): RowSnapshot | undefined =>
     current && {
       state: current.state as OutboxState,
@@ -20,22 +20,20 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
     return [claim.id, state, attempts, Number.isNaN(nextAttemptAt) ? null : nextAttemptAt, orNull(lastError), orNull(releaseId), orNull(deliveredAt), nowMs];
   };
 
+  // The rules applied to the row as this worker claimed it (still pending, same payload, our
+  // lease). `nextAttemptAt` unknown: the rules only carry it over, and the statements keep it then.
+  const planAsClaimed = (...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>) =>
+    planSettle({ state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN }, claim, owner, outcome, nowMs);
+
   /**
-   * The common case in one round trip and no transaction: the row is as this worker claimed it
-   * (still pending, same payload, our lease), so the rules are applied to that and the write is
-   * made only if it still holds. Otherwise: read the row, apply the rules, write only if the row
-   * is still as read. A payload replaced in flight (which adds a history row) takes the locked path.
+   * The common case in one round trip and no transaction: the row is as this worker claimed it,
+   * so the write is made only if that still holds. Otherwise: read the row, apply the rules, write
+   * only if the row is still as read. A payload replaced in flight (which adds a history row)
+   * takes the locked path.
    */
   async function settleQuickly(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>): Promise<SettleResult> {
     await ready();
-    // `nextAttemptAt` unknown: the rules only carry it over, and the statement keeps it then.
-    const asClaimed = planSettle(
-      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN },
-      claim,
-      owner,
-      outcome,
-      nowMs,
-    );
+    const asClaimed = planAsClaimed(claim, owner, outcome, nowMs);
     if (asClaimed.update && !asClaimed.history) {
       const values = updateValues(claim, asClaimed.update, nowMs);
       if ((await pool.query(hot.updateAsClaimed, [...values, claim.contentHash, owner])).rowCount === 1) return asClaimed.result;
@@ -65,5 +63,27 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
     });
   }
 
-  return settleQuickly;
+  /**
+   * Every outcome whose row is as claimed in one statement; the rest (a row changed or locked
+   * meanwhile, a payload replaced in flight) one at a time, exactly as settle() would.
+   */
+  async function settleMany(settles: readonly SettleRequest[], owner: string): Promise<SettleResult[]> {
+    await ready();
+    const results: (SettleResult | undefined)[] = new Array(settles.length);
+    const quick = settles.flatMap(({ claim, outcome, nowMs }, index) => {
+      const plan = planAsClaimed(claim, owner, outcome, nowMs);
+      return plan.update && !plan.history ? [{ index, claim, update: plan.update, result: plan.result, nowMs }] : [];
+    });
+    if (quick.length > 1) {
+      const rows = quick.map(({ claim, update, nowMs }) => updateValues(claim, update, nowMs));
+      // Column by column: unnest() turns the nine arrays back into rows.
+      const columns = Array.from({ length: 8 }, (_, column) => rows.map((values) => values[column]));
+      const { rows: applied } = await pool.query(hot.settleMany, [...columns, quick.map(({ claim }) => claim.contentHash), owner]);
+      const done = new Set(applied.map((row) => Number(row.id)));
+      for (const { index, claim, result } of quick) if (done.has(claim.id)) results[index] = result;
+    }
+    return Promise.all(settles.map(({ claim, outcome, nowMs }, index) => results[index] ?? settleQuickly(claim, owner, outcome, nowMs)));
+  }
+
+  return { settle: settleQuickly, settleMany };
 }

@@ -62,12 +62,14 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
   /** The host's "now" passed as `hostNow`, on the database's clock. */
   const now = (hostNow: string) => (onDatabase ? DB_NOW_MS : hostNow);
   const nextDelivery = `nextval('${deliveries}')`;
-  // The outcome of an attempt: $2 state, $3 attempts, $4 next attempt (null: keep), $5 error,
-  // $6 release_id, $7 delivered at, $8 now. Clears the lease.
+  // The outcome of an attempt: state, attempts, next attempt (null: keep), error, release_id,
+  // delivered at, now. Clears the lease.
   // Deliveries are ordered by one sequence: the highest of a track is what the mother holds.
-  const SETTLED = `state = $2, attempts = $3, next_attempt_at = COALESCE(${due('$4', '$8')}, next_attempt_at), last_error = $5, release_id = $6, delivered_at = $7,
-      delivered_seq = CASE WHEN $2 = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
-      lease_owner = NULL, lease_expires_at = NULL, updated_at = $8`;
+  const settled = (state: string, attempts: string, next: string, error: string, releaseId: string, deliveredAt: string, at: string) =>
+    `state = ${state}, attempts = ${attempts}, next_attempt_at = COALESCE(${due(next, at)}, next_attempt_at), last_error = ${error}, release_id = ${releaseId},
+      delivered_at = ${deliveredAt}, delivered_seq = CASE WHEN ${state} = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = ${at}`;
+  const SETTLED = settled('$2', '$3', '$4', '$5', '$6', '$7', '$8');
   const TRACK_IN_ORDER = trackInOrder(t);
   return {
     // Settles that add a history row, and requeues, of one track take turns (until their
@@ -166,6 +168,20 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner IS NOT DISTINCT FROM $10 AND next_attempt_at = $11`,
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
     updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
+    // Many rows' outcomes in one statement, each applied only if its row is as this worker ($10)
+    // claimed it. Rows locked by someone else (a caller's transaction replacing the payload) are
+    // skipped, never waited for: the statement can take part in no deadlock, and the caller
+    // settles what comes back missing one row at a time. Arrays: $1 id, $2 state, $3 attempts,
+    // $4 next attempt, $5 error, $6 release_id, $7 delivered at, $8 now, $9 content hash.
+    settleMany: `WITH mine AS (
+        SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND state = 'pending' AND lease_owner = $10
+        ORDER BY id FOR UPDATE SKIP LOCKED),
+      given AS (
+        SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
+          AS g(g_id, g_state, g_attempts, g_next, g_error, g_release, g_delivered_at, g_now, g_hash))
+      UPDATE ${t} AS target SET ${settled('g_state', 'g_attempts', 'g_next', 'g_error', 'g_release', 'g_delivered_at', 'g_now')}
+      FROM mine JOIN given ON given.g_id = mine.id WHERE target.id = mine.id AND target.content_hash = given.g_hash
+      RETURNING target.id`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
     // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel has stored
     // since (pending or delivered) gives way to that newer content, then every such row becomes the panel's.
@@ -210,7 +226,18 @@ export function readStatements(t: string, panel: 'panel' | "''") {
 }
 
 export type ReadStatements = ReturnType<typeof readStatements>;
-const HOT = ['trackRows', 'replacePayload', 'insertPending', 'insertIfNew', 'updateAsClaimed', 'peek', 'updateIfUnchanged', 'claim', 'claimFair'] as const;
+const HOT = [
+  'trackRows',
+  'replacePayload',
+  'insertPending',
+  'insertIfNew',
+  'updateAsClaimed',
+  'settleMany',
+  'peek',
+  'updateIfUnchanged',
+  'claim',
+  'claimFair',
+] as const;
 export type HotStatements = Record<(typeof HOT)[number], Required<Omit<PgQueryConfig, 'values'>>>;
 
 /**

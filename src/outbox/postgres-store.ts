@@ -142,7 +142,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
 
   const context: PgStoreContext = { pool, names, sql, hot, ready, inTransaction };
   const enqueuer = createPostgresEnqueuer(context);
-  const settle = createPostgresSettle(context);
+  const { settle, settleMany } = createPostgresSettle(context);
 
   const store: PostgresOutboxStore = {
     migrate: async () => {
@@ -174,6 +174,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       return { rows: claimed.map(claimedRow), lastPanel };
     },
     settle,
+    settleMany,
     async counts(scope) {
       const read = await reading();
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
@@ -243,6 +244,7 @@ const WORK: Record<Exclude<keyof PostgresOutboxStore, 'close'>, PostgresWork> = 
   claimDue: 'deliver',
   claimFair: 'deliver',
   settle: 'deliver',
+  settleMany: 'deliver',
   counts: 'read',
   oldestPending: 'read',
   list: 'read',

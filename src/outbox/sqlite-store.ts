@@ -17,6 +17,7 @@ import {
   type PruneRequest,
   type PruneResult,
   refuseTransaction,
+  type SettleRequest,
 } from './store.js';
 
 export interface SqliteOutboxStoreOptions {
@@ -142,7 +143,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     return { rows: leaseRows(rows, request), lastPanel };
   });
 
-  const settle = db.transaction((...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
+  const settleOne = (...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
     const snapshot = statements.snapshot.get(claim.id) as
       | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number }
       | undefined;
@@ -165,7 +166,12 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       });
     }
     return plan.result;
-  });
+  };
+  const settle = db.transaction(settleOne);
+  // Several outcomes in one transaction: one commit (the costly part) for all of them.
+  const settleMany = db.transaction((settles: readonly SettleRequest[], owner: string) =>
+    settles.map(({ claim, outcome, nowMs }) => settleOne(claim, owner, outcome, nowMs)),
+  );
 
   const adopt = db.transaction((panel: string, now: number) => {
     statements.adoptSuperseded.run({ panel, now, error: ADOPTION_SUPERSEDED });
@@ -237,6 +243,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     claimDue: (request) => claimDue.immediate(request),
     claimFair: (request) => claimFair.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
+    settleMany: (settles, owner) => settleMany.immediate(settles, owner),
     ...readers,
     requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
     adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),

@@ -153,6 +153,13 @@ export type DeliveryOutcome =
  */
 export type SettleResult = 'applied' | 'superseded' | 'stale';
 
+/** One outcome to record: what `settle` takes, for `settleMany`. */
+export interface SettleRequest {
+  claim: ClaimedRow;
+  outcome: DeliveryOutcome;
+  nowMs: number;
+}
+
 /** One row as stored; what `list` returns. Times are epoch milliseconds. */
 export interface StoredRow {
   id: number;
@@ -191,6 +198,11 @@ export interface OutboxStore {
   claimFair?(request: FairClaimRequest): Awaitable<FairClaim>;
   /** Records the outcome of an attempt on a claimed row. */
   settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
+  /**
+   * Records several outcomes at once (one round trip, one commit), each exactly as `settle` would;
+   * results in the same order. Optional: without it the worker settles one row at a time.
+   */
+  settleMany?(settles: readonly SettleRequest[], owner: string): Awaitable<SettleResult[]>;
   /** Number of rows per state (of one panel, or of all). */
   counts(scope?: PanelScope): Awaitable<Record<OutboxState, number>>;
   /** When the oldest pending row was stored (epoch ms), or undefined when none is pending. Optional for custom stores. */

@@ -1,10 +1,13 @@
-// The delivery worker: leases due rows in small batches, pushes at most N at once, records each outcome.
-import { retryDelayMs } from './backoff.js';
+// The delivery worker: pushes at most N releases at once, claiming due rows a few ahead (so a
+// slot that frees up starts its next push at once, without a round trip to the store) and
+// recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
+import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
 import type { OutboxEmitter } from './events.js';
-import { asError, classifyFailure, type FailureAction } from './failure.js';
-import type { ResolvedOutboxConfig } from './options.js';
+import { asError } from './failure.js';
+import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
+import { createSettleBatcher } from './settle-batcher.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
 import { createTroubleReporter } from './trouble.js';
 
@@ -12,11 +15,15 @@ import { createTroubleReporter } from './trouble.js';
 const STORE_TROUBLE_REPEAT_MS = 60_000;
 /** Claims in a row that may come back short while panels were left unvisited, before waiting for the next poll. */
 const MAX_PARTIAL_CLAIMS = 16;
+/** Rows claimed ahead, at least (a single slot still gets a few, so claims come in batches). */
+const MIN_CLAIM_AHEAD = 8;
+/** What a row claimed ahead but never sent says when it goes back. */
+const HANDED_BACK = 'not sent: handed back unclaimed (the outbox stopped, or the row waited too long for a free slot); due again at once';
 
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
   ResolvedOutboxConfig,
-  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
+  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
 > & {
   store: OutboxStore;
   /** Which rows to claim, and whose credentials send each. */
@@ -38,6 +45,8 @@ export interface DeliveryWorker {
   setKeepAlive(on: boolean): void;
   isRunning(): boolean;
   inFlight(): number;
+  /** Rows this worker holds: being sent, recorded, or claimed ahead (each a pending row). */
+  holding(): number;
   /** Epoch ms until which a single-panel worker holds off after failures, if it does. */
   pausedUntil(): number | undefined;
   /** Panels backing off after failures (with `panels`; 0 or 1 for a single panel). */
@@ -46,29 +55,8 @@ export interface DeliveryWorker {
   failingPanelIds(limit: number): string[];
 }
 
-interface Attempt {
-  outcome: DeliveryOutcome;
-  error: Error | undefined;
-  delayMs: number;
-  /** Credentials rejected (401) or missing for the panel: reported through 'error' too. */
-  needsHuman: boolean;
-}
-
-/** Whether an attempt's row was sent, to which mother, and whether it was admitted as a probe. */
-interface SentTo {
-  sent: boolean;
-  mother: string | undefined;
-  probe: boolean;
-}
-
-/** The base URL of the mother a sender sends to (a client of your own may not say). */
-const motherOf = (sender: unknown): string | undefined => {
-  const baseUrl = (sender as { baseUrl?: unknown }).baseUrl;
-  return typeof baseUrl === 'string' ? baseUrl : undefined;
-};
-
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
-  const { store, routing, events, owner, now } = config;
+  const { store, routing, events, owner, now, concurrency } = config;
   // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
   // Probes of failing panels and mothers may take a quarter of the slots at most: a mother that
   // hangs costs its probe's slot, never every slot.
@@ -76,20 +64,32 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   // (or who just has the biggest backlog) never holds every slot.
   const holds = new PanelHolds({
     ...config,
-    maxProbes: Math.max(1, Math.floor(config.concurrency / 4)),
-    maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(config.concurrency / 2)) : Number.POSITIVE_INFINITY,
+    maxProbes: Math.max(1, Math.floor(concurrency / 4)),
+    maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(concurrency / 2)) : Number.POSITIVE_INFINITY,
   });
+  const attempt = createAttempts(config, routing, holds);
+  const settle = createSettleBatcher(store, owner);
+  // A row claimed ahead waits for a slot; its push must still start with a whole push and the
+  // time to record it left on its lease. Where the lease leaves no such room, nothing is claimed
+  // ahead. Nor with many panels: rows waiting in a queue of ours would defeat the panels' shares
+  // of the slots (a hanging tenant's rows would take each slot as it frees up).
+  const maxWaitMs = config.leaseMs - LEASE_MARGIN_MS - (config.pushTimeoutMs ?? config.leaseMs / 2);
+  const ahead = maxWaitMs > 0 && routing.panel !== undefined ? Math.max(MIN_CLAIM_AHEAD, concurrency) : 0;
+  /** Rows claimed ahead, oldest first, with when each was claimed. */
+  const ready: { row: ClaimedRow; claimedAt: number }[] = [];
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
-  /** Of those, the ones whose push has not answered yet: what `concurrency` bounds. */
+  /** Rows claimed ahead going back unsent (stop() waits for them). */
+  const handingBack = new Set<Promise<void>>();
+  /** Of the deliveries, those whose push has not answered yet: what `concurrency` bounds. */
   let pushing = 0;
-  /** Ids of the rows being sent by this worker: never claimed and sent a second time. */
+  /** Ids of the rows this worker holds (ready or being sent): never claimed and sent a second time. */
   const sending = new Set<number>();
   let running = false;
-  /** Claims under way, and the slots each has reserved: a freed slot never waits for another slot's claim. */
+  /** Claims under way, and the rows they asked for: a freed slot never waits for another slot's claim. */
   const claiming = new Set<Promise<void>>();
   let reserved = 0;
-  /** A kick found every free slot reserved by a claim under way: that claim looks once more. */
+  /** A kick found every free slot covered by a claim under way: that claim looks once more. */
   let lookAgain = false;
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
@@ -115,6 +115,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   function kick(): void {
     if (!running) return;
+    startReady();
     const claim: Promise<void> = fillFreeSlots().finally(() => {
       claiming.delete(claim);
       // Poll even when idle: another process may enqueue into the same store, or crash and leave leases.
@@ -124,9 +125,25 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   }
 
   /**
-   * Claims only as many rows as there are free slots, so memory stays flat whatever the backlog.
-   * Slots that free up while a claim is under way start a claim of their own (the store keeps
-   * two claims from taking one row).
+   * A slot is free once its push has answered: its next row starts while the outcome is recorded.
+   * Outcomes being recorded are bounded too, at `concurrency` more, so a slow store cannot pile them up.
+   */
+  const openSlots = () => Math.min(concurrency - pushing, 2 * concurrency - inFlight.size);
+
+  /** Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. */
+  function startReady(): void {
+    while (ready.length > 0 && openSlots() > 0) {
+      const { row, claimedAt } = ready.shift() as (typeof ready)[number];
+      if (!running || now() - claimedAt > maxWaitMs) handBack(row);
+      else startDelivery(row);
+    }
+  }
+
+  /**
+   * Claims rows for the free slots and `ahead` more, in batches: only once the rows claimed ahead
+   * fall to half of `ahead` (or a free slot has none), so most claims bring several rows. Memory
+   * stays flat whatever the backlog. Slots that free up while a claim is under way start a claim
+   * of their own (the store keeps two claims from taking one row).
    */
   async function fillFreeSlots(): Promise<void> {
     let partialClaims = 0;
@@ -134,36 +151,42 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     let capPerPanel = true;
     while (running) {
       const nowMs = now();
-      // A slot is free once its push has answered: the next row is claimed while the outcome is
-      // recorded (a round trip the slot would otherwise sit idle for). Outcomes being recorded are
-      // bounded too, at `concurrency` more, so a slow store cannot pile them up.
-      const open = Math.min(config.concurrency - pushing, 2 * config.concurrency - inFlight.size);
-      const free = open - reserved;
-      if (free <= 0) {
+      const open = Math.max(0, openSlots());
+      const covered = ready.length + reserved;
+      const uncovered = open - covered;
+      if (uncovered <= 0 && covered - open >= ahead / 2) {
         // The claim under way may have read the store before the row this kick is about was
         // committed: it must look again rather than leave the slots idle until the next poll.
-        if (open > 0) lookAgain = true;
+        if (open > ready.length) lookAgain = true;
         return;
       }
-      reserved += free;
+      // Past the panels' shares (capPerPanel off), only slots that would sit idle are filled:
+      // rows claimed ahead keep to the shares, so another panel's release never waits behind them.
+      const limit = capPerPanel ? open + ahead - covered : uncovered;
+      if (limit <= 0) return;
+      reserved += limit;
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
-        claimed = await routing.claim({ owner, limit: free, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
+        claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
         storeTrouble.recovered();
       } catch (error) {
         return storeTrouble.report(error);
       } finally {
-        reserved -= free;
+        reserved -= limit;
       }
       // A probe in flight holds its panel with no end: its answer kicks the worker, not a timer.
       if (claimed.heldUntil !== undefined && Number.isFinite(claimed.heldUntil)) wakeAt(claimed.heldUntil);
       const batch = claimed.rows;
-      // The store skips the rows we are sending; a custom store written before `exclude` existed
-      // may lease one again (say, after the wall clock jumped forward), and we still skip it.
-      // Rows claimed as stop() began are still sent: stop() waits for them rather than leave leases behind.
+      // The store skips the rows we hold; a custom store written before `exclude` existed may
+      // lease one again (say, after the wall clock jumped forward), and we still skip it.
       const fresh = batch.filter((row) => !sending.has(row.id));
-      for (const row of fresh) startDelivery(row);
-      if (batch.length < free || fresh.length === 0) {
+      for (const row of fresh) {
+        sending.add(row.id);
+        holds.claimed(row.panel);
+        ready.push({ row, claimedAt: nowMs });
+      }
+      startReady();
+      if (batch.length < limit || fresh.length === 0) {
         // Panels left unvisited may have due rows: go on, a bounded number of times.
         if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
         if (capPerPanel && holds.anyAtCap()) {
@@ -176,105 +199,39 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
   }
 
+  /** The row was claimed (so its panel counted) but is no longer this worker's to send. */
+  function letGo(row: ClaimedRow): void {
+    sending.delete(row.id);
+    holds.released(row.panel);
+  }
+
+  /** Puts a row claimed ahead back unsent, due at once (no attempt counted). */
+  function handBack(row: ClaimedRow): void {
+    holds.handedBack(row.panel);
+    const nowMs = now();
+    const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: nowMs, error: HANDED_BACK, notSent: true };
+    const back: Promise<void> = settle(row, outcome, nowMs)
+      // Not recorded: the lease runs out and the row is claimed again.
+      .then(
+        () => undefined,
+        (error: unknown) => reportError(error, row),
+      )
+      .finally(() => {
+        letGo(row);
+        handingBack.delete(back);
+      });
+    handingBack.add(back);
+  }
+
   function startDelivery(row: ClaimedRow): void {
-    sending.add(row.id);
-    holds.claimed(row.panel);
     pushing++;
     const delivery: Promise<void> = deliver(row).finally(() => {
-      sending.delete(row.id);
-      holds.released(row.panel);
+      letGo(row);
       inFlight.delete(delivery);
       config.onProgress();
       kick();
     });
     inFlight.add(delivery);
-  }
-
-  function afterFailure(row: ClaimedRow, action: Exclude<FailureAction, { action: 'accepted' }>, error: Error, mother: string | undefined): Attempt {
-    const nowMs = now();
-    const reason = error.message;
-    const attempts = row.attempts + 1;
-    if (action.action === 'dead') {
-      holds.answered(row.panel, mother); // the mother answered, so it is up
-      return { outcome: { kind: 'dead', error: reason }, error, delayMs: 0, needsHuman: false };
-    }
-    if (action.action === 'auth') {
-      // Every row of this panel would get the same 401: hold the panel, not just this row. The
-      // mother answered, so it is up.
-      const delayMs = config.authRetryDelayMs;
-      holds.holdFor(row.panel, delayMs);
-      if (mother !== undefined) holds.motherAnswered(mother);
-      return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: true };
-    }
-    const backoff = { baseDelayMs: config.baseDelayMs, maxDelayMs: config.maxDelayMs, random: config.random, retryAfterMs: action.retryAfterMs };
-    const delayMs = retryDelayMs({ ...backoff, attempt: attempts });
-    // The mother is most likely failing for every row: back off the panel as a whole, so a large
-    // backlog probes a dead mother a few times instead of once per row. An outage, a timeout or a
-    // 5xx counts against the mother too (held once two panels fail there); a 429 answers for
-    // this panel's key only, and the mother is up.
-    const status = (error as { status?: unknown }).status;
-    if (status === 429) {
-      holds.failed(row.panel, row.id, action.retryAfterMs);
-      if (mother !== undefined) holds.motherAnswered(mother);
-    } else holds.failed(row.panel, row.id, action.retryAfterMs, mother);
-    return { outcome: { kind: 'retry', nextAttemptAt: nowMs + delayMs, error: reason }, error, delayMs, needsHuman: false };
-  }
-
-  /**
-   * The row's mother is held after failures, or as many probes as may be are in flight: the row
-   * is put back unsent (no attempt counted) until then.
-   */
-  function deferred(row: ClaimedRow, mother: string | undefined, until: number, wasProbe: boolean): Attempt {
-    holds.deferred(row.panel, until, mother, wasProbe);
-    const reason =
-      mother === undefined || !holds.motherHeld(mother)
-        ? 'not sent: its panel is failing and other probes are in flight; tried again shortly'
-        : `not sent: the mother at ${mother} is failing (releases of several panels failed there); sent when it answers again`;
-    const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: until, error: reason, notSent: true };
-    return { outcome, error: new Error(reason), delayMs: Math.max(0, until - now()), needsHuman: false };
-  }
-
-  /** No credentials for the row's panel (unknown to the resolver, or not this worker's): nothing is sent. */
-  function unsendable(row: ClaimedRow, error: Error): Attempt {
-    const delayMs = config.unresolvedRetryMs;
-    holds.holdFor(row.panel, delayMs);
-    // Nothing was sent: not an attempt.
-    return { outcome: { kind: 'retry', nextAttemptAt: now() + delayMs, error: error.message, notSent: true }, error, delayMs, needsHuman: true };
-  }
-
-  /** `sentTo` learns the mother the row went to, and whether it went as a probe (which ends with the attempt). */
-  async function attempt(row: ClaimedRow, sentTo: SentTo): Promise<Attempt> {
-    let releaseId: unknown;
-    let mother: string | undefined;
-    try {
-      const sender = await routing.senderFor(row.panel);
-      mother = motherOf(sender);
-      const admission = holds.admit(row.panel, row.id, mother);
-      if (!admission.send) return deferred(row, mother, admission.until, admission.wasProbe);
-      sentTo.sent = true;
-      sentTo.mother = mother;
-      sentTo.probe = admission.probe;
-      try {
-        const answer = await sender.pushSerializedRelease(row.body);
-        releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
-      } catch (error) {
-        const action = classifyFailure(error);
-        if (action.action !== 'accepted') return afterFailure(row, action, asError(error), mother);
-        return accepted(row, undefined, `the mother accepted it, but its answer was unusable: ${asError(error).message.replace(/\.$/, '')}`, mother);
-      }
-    } catch (error) {
-      return unsendable(row, asError(error));
-    }
-    // A custom client resolved, so the mother answered 2xx: accepted, whatever the id looks like.
-    if (typeof releaseId === 'number' && Number.isInteger(releaseId)) return accepted(row, releaseId, undefined, mother);
-    return accepted(row, undefined, 'the client resolved without an integer release_id', mother);
-  }
-
-  /** The mother took the release: recorded as delivered, never resent (with a note when unconfirmed). */
-  function accepted(row: ClaimedRow, releaseId: number | undefined, note: string | undefined, mother: string | undefined): Attempt {
-    holds.answered(row.panel, mother);
-    const outcome: DeliveryOutcome = note === undefined ? { kind: 'delivered', releaseId } : { kind: 'delivered', releaseId, note };
-    return { outcome, error: undefined, delayMs: 0, needsHuman: false };
   }
 
   async function deliver(row: ClaimedRow): Promise<void> {
@@ -294,7 +251,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') return reportError(error, row);
     let result: SettleResult;
     try {
-      result = await store.settle(row, owner, outcome, now());
+      result = await settle(row, outcome, now());
     } catch (storeError) {
       // Not recorded: the lease runs out and the row is sent again (at-least-once).
       return reportError(storeError, row);
@@ -338,7 +295,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       timer = undefined;
       timerAt = Number.POSITIVE_INFINITY;
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
-      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+      // Rows claimed ahead go back at once rather than wait for their leases to run out.
+      for (const { row } of ready.splice(0)) handBack(row);
+      while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
     },
     setKeepAlive(on) {
       keepAlive = on;
@@ -347,6 +306,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     },
     isRunning: () => running,
     inFlight: () => inFlight.size,
+    holding: () => sending.size,
     pausedUntil: () => {
       const until = routing.panel === undefined ? undefined : holds.heldUntil(routing.panel);
       return until !== undefined && Number.isFinite(until) ? until : undefined;

@@ -1,0 +1,181 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createReleaseOutbox } from '../src/outbox/outbox.js';
+import type { ReleaseSender } from '../src/outbox/release-sender.js';
+import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
+import type { ClaimRequest, OutboxStore, SettleRequest } from '../src/outbox/store.js';
+import { sleep, waitFor } from './helpers.js';
+
+// The worker claims a few rows ahead of its free slots and records outcomes in batches; these
+// tests watch the store calls it makes, and what becomes of rows claimed ahead but never sent.
+const dir = mkdtempSync(join(tmpdir(), 'outbox-ahead-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+const freshFile = () => join(dir, `ahead-${++files}.db`);
+const silent = { warn() {}, error() {} };
+const PANEL = 'panel-ahead';
+
+/** A sender whose pushes all wait at a gate; `open()` answers every push waiting, and later ones at once while open. */
+function gatedSender(timeoutMs = 5000) {
+  let waiting: (() => void)[] = [];
+  let isOpen = false;
+  let active = 0;
+  let mostActive = 0;
+  const bodies: string[] = [];
+  const sender: ReleaseSender = {
+    panelId: PANEL,
+    timeoutMs,
+    async pushSerializedRelease(body) {
+      mostActive = Math.max(mostActive, ++active);
+      if (!isOpen) await new Promise<void>((resolve) => waiting.push(resolve));
+      active--;
+      bodies.push(body);
+      return { ok: true, release_id: bodies.length };
+    },
+  };
+  const answerWaiting = () => {
+    const now = waiting;
+    waiting = [];
+    for (const resolve of now) resolve();
+  };
+  return {
+    sender,
+    bodies,
+    active: () => active,
+    mostActive: () => mostActive,
+    answerWaiting,
+    open() {
+      isOpen = true;
+      answerWaiting();
+    },
+  };
+}
+
+/** The SQLite store, counting claims and batched settles. */
+function watchedStore(file: string) {
+  const inner = createSqliteOutboxStore({ file });
+  const claims: ClaimRequest[] = [];
+  const batches: SettleRequest[][] = [];
+  const store: OutboxStore = {
+    ...inner,
+    claimDue(request) {
+      claims.push(request);
+      return inner.claimDue(request);
+    },
+    settleMany(settles, owner) {
+      batches.push([...settles]);
+      return (inner.settleMany as NonNullable<OutboxStore['settleMany']>)(settles, owner);
+    },
+  };
+  return { store, inner, claims, batches };
+}
+
+describe('the delivery worker, claiming ahead and recording in batches', () => {
+  it('claims several rows per claim and records several outcomes per statement, never more pushes than `concurrency`', async () => {
+    const gate = gatedSender();
+    // Every push waiting is answered together every 2 ms, as a busy mother's answers arrive.
+    const ticker = setInterval(gate.answerWaiting, 2);
+    const { store, inner, claims, batches } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 4, autoStart: false, logger: silent });
+    try {
+      for (let i = 0; i < 200; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      const stats = await outbox.drain({ signal: AbortSignal.timeout(20_000) });
+      expect(stats).toMatchObject({ pending: 0, delivered: 200, dead: 0 });
+      expect(gate.bodies).toHaveLength(200);
+      expect(gate.mostActive()).toBeLessThanOrEqual(4);
+      // The pushes and as many rows ahead (at least 8): never more leased at once.
+      expect(Math.max(...claims.map((claim) => claim.limit))).toBeLessThanOrEqual(4 + 8);
+      expect(claims.length).toBeLessThanOrEqual(200 / 2);
+      const settled = batches.flat();
+      expect(new Set(settled.map((settle) => settle.claim.id)).size).toBe(200);
+      expect(batches.length).toBeLessThanOrEqual(200 / 2);
+      expect(Math.max(...batches.map((batch) => batch.length))).toBeGreaterThanOrEqual(2);
+    } finally {
+      clearInterval(ticker);
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('claims ahead even with one slot: a release starts as soon as the one before it is answered', async () => {
+    const gate = gatedSender();
+    gate.open();
+    const { store, inner, claims } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, autoStart: false, logger: silent });
+    try {
+      for (let i = 0; i < 120; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await outbox.drain({ signal: AbortSignal.timeout(20_000) });
+      expect(gate.bodies).toHaveLength(120);
+      expect(gate.mostActive()).toBe(1);
+      // One claim for every two releases at most (one per release without claiming ahead).
+      expect(claims.length).toBeLessThanOrEqual(120 / 2);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('hands rows claimed ahead back at close(): another process sends them at once, as never attempted', async () => {
+    const file = freshFile();
+    const gate = gatedSender();
+    const { store, inner, claims } = watchedStore(file);
+    const first = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, autoStart: false, logger: silent });
+    for (let i = 0; i < 10; i++) await first.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+    first.start();
+    await waitFor(() => gate.active() === 1 && claims.length > 0, 'the first push under way');
+    await sleep(20);
+    const closing = first.close();
+    gate.open();
+    await closing;
+    await inner.close();
+    const reopened = createSqliteOutboxStore({ file });
+    try {
+      const pending = await reopened.list({ state: 'pending', limit: 100 });
+      expect(pending).toHaveLength(9);
+      // Not leased (no waiting for a lease to run out), no attempt counted, and a note of why.
+      for (const row of pending) expect(row).toMatchObject({ leaseOwner: undefined, attempts: 0 });
+      expect(pending.filter((row) => row.lastError?.startsWith('not sent: handed back')).length).toBeGreaterThanOrEqual(1);
+      const next = gatedSender();
+      next.open();
+      // A lease left behind would hold its row for a minute: a drain this short would fail.
+      const second = createReleaseOutbox({ client: next.sender, store: reopened, leaseMs: 60_000, logger: silent });
+      try {
+        await second.drain({ signal: AbortSignal.timeout(3000) });
+        expect(next.bodies).toHaveLength(9);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('sends no row claimed ahead whose lease has run short while it waited: it goes back and is claimed again', async () => {
+    let now = 1_700_000_000_000;
+    const gate = gatedSender(10_000);
+    const { store, inner, batches } = watchedStore(freshFile());
+    // Lease 20 s, push 10 s, margin 5 s: a row may wait 5 s for a slot.
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, leaseMs: 20_000, autoStart: false, now: () => now, logger: silent });
+    try {
+      for (let i = 0; i < 3; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await waitFor(() => gate.active() === 1, 'the first push under way');
+      await sleep(20);
+      now += 6000;
+      gate.open();
+      await outbox.drain({ signal: AbortSignal.timeout(5000) });
+      expect(gate.bodies).toHaveLength(3);
+      const handedBack = batches.flat().filter((settle) => settle.outcome.kind === 'retry' && settle.outcome.notSent === true);
+      expect(handedBack.map((settle) => settle.claim.remoteTrackId).sort()).toEqual(['t-1', 't-2']);
+      const rows = await outbox.list({ state: 'delivered', limit: 10 });
+      expect(rows.map((row) => row.attempts)).toEqual([1, 1, 1]);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+});
