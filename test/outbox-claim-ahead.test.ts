@@ -155,17 +155,15 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
   });
 
   it('sends no row claimed ahead whose lease has run short while it waited: it goes back and is claimed again', async () => {
-    let now = 1_700_000_000_000;
-    const gate = gatedSender(10_000);
+    // Lease 5.1 s, push 1 ms, margin 5 s: a row may wait 99 ms for a slot, timed on a monotonic clock.
+    const gate = gatedSender(1);
     const { store, inner, batches } = watchedStore(freshFile());
-    // Lease 20 s, push 10 s, margin 5 s: a row may wait 5 s for a slot.
-    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, leaseMs: 20_000, autoStart: false, now: () => now, logger: silent });
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, leaseMs: 5100, autoStart: false, logger: silent });
     try {
       for (let i = 0; i < 3; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
       outbox.start();
       await waitFor(() => gate.active() === 1, 'the first push under way');
-      await sleep(20);
-      now += 6000;
+      await sleep(300);
       gate.open();
       await outbox.drain({ signal: AbortSignal.timeout(5000) });
       expect(gate.bodies).toHaveLength(3);
@@ -173,6 +171,24 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
       expect(handedBack.map((settle) => settle.claim.remoteTrackId).sort()).toEqual(['t-1', 't-2']);
       const rows = await outbox.list({ state: 'delivered', limit: 10 });
       expect(rows.map((row) => row.attempts)).toEqual([1, 1, 1]);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('claims ahead nothing, and hands nothing back, when the lease leaves no room to wait', async () => {
+    // Lease exactly push + margin (allowed): every row is claimed for a free slot and sent.
+    const gate = gatedSender(1000);
+    gate.open();
+    const { store, inner, batches } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 2, leaseMs: 6000, autoStart: false, logger: silent });
+    try {
+      for (let i = 0; i < 20; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await outbox.drain({ signal: AbortSignal.timeout(5000) });
+      expect(gate.bodies).toHaveLength(20);
+      expect(batches.flat().filter((settle) => settle.outcome.kind === 'retry')).toEqual([]);
     } finally {
       await outbox.close();
       await inner.close();

@@ -5,6 +5,11 @@ import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleRequest, SettleRes
 
 /** The most outcomes written in one statement: bounds the statement's size and one failure's reach. */
 const MAX_BATCH = 64;
+/**
+ * Batches written at once. More than one, so that a batch waiting on a row lock (a caller's
+ * transaction replacing that row's payload) never holds up the outcomes behind it.
+ */
+const MAX_WRITES = 4;
 
 export type Settle = (claim: ClaimedRow, outcome: DeliveryOutcome, nowMs: number) => Promise<SettleResult>;
 
@@ -23,34 +28,50 @@ export function createSettleBatcher(store: OutboxStore, owner: string): Settle {
   if (!store.settleMany) return async (claim, outcome, nowMs) => store.settle(claim, owner, outcome, nowMs);
   const settleMany = store.settleMany.bind(store);
   let queue: Waiting[] = [];
-  let writing = false;
+  let writes = 0;
+  let scheduled = false;
 
-  async function write(): Promise<void> {
-    writing = true;
+  /** One batch; if it fails as a whole, each of its outcomes is tried on its own (one bad row fails alone). */
+  async function write(batch: Waiting[]): Promise<void> {
     try {
-      while (queue.length > 0) {
-        const batch = queue.slice(0, MAX_BATCH);
-        queue = queue.slice(MAX_BATCH);
-        try {
-          const results = await settleMany(
-            batch.map((waiting) => waiting.request),
-            owner,
-          );
-          for (const [i, waiting] of batch.entries()) waiting.resolve(results[i] as SettleResult);
-        } catch (error) {
-          for (const waiting of batch) waiting.reject(error);
-        }
-      }
-    } finally {
-      writing = false;
+      const results = await settleMany(
+        batch.map((waiting) => waiting.request),
+        owner,
+      );
+      if (results.length !== batch.length) throw new Error(`settleMany() answered ${results.length} results for ${batch.length} outcomes`);
+      for (const [i, waiting] of batch.entries()) waiting.resolve(results[i] as SettleResult);
+    } catch {
+      await Promise.all(
+        batch.map(({ request: { claim, outcome, nowMs }, resolve, reject }) =>
+          Promise.resolve()
+            .then(() => store.settle(claim, owner, outcome, nowMs))
+            .then(resolve, reject),
+        ),
+      );
+    }
+  }
+
+  function flush(): void {
+    scheduled = false;
+    while (queue.length > 0 && writes < MAX_WRITES) {
+      const batch = queue.slice(0, MAX_BATCH);
+      queue = queue.slice(MAX_BATCH);
+      writes++;
+      void write(batch).finally(() => {
+        writes--;
+        flush();
+      });
     }
   }
 
   return (claim, outcome, nowMs) =>
     new Promise<SettleResult>((resolve, reject) => {
-      // The first outcome of a quiet spell waits one turn of the event loop: the answers that
-      // arrived in the same turn (one poll of the sockets) join it.
-      if (queue.length === 0 && !writing) setImmediate(() => void write());
       queue.push({ request: { claim, outcome, nowMs }, resolve, reject });
+      // The outcomes that arrive in the same turn of the event loop (one poll of the sockets)
+      // join one batch; while every write is busy, they wait and go together in the next.
+      if (!scheduled && writes < MAX_WRITES) {
+        scheduled = true;
+        setImmediate(flush);
+      }
     });
 }

@@ -75,7 +75,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   // of the slots (a hanging tenant's rows would take each slot as it frees up).
   const maxWaitMs = config.leaseMs - LEASE_MARGIN_MS - (config.pushTimeoutMs ?? config.leaseMs / 2);
   const ahead = maxWaitMs > 0 && routing.panel !== undefined ? Math.max(MIN_CLAIM_AHEAD, concurrency) : 0;
-  /** Rows claimed ahead, oldest first, with when each was claimed. */
+  /** Rows claimed ahead, oldest first, with when each claim returned (monotonic ms: a clock step cannot hide a wait). */
   const ready: { row: ClaimedRow; claimedAt: number }[] = [];
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
@@ -134,7 +134,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   function startReady(): void {
     while (ready.length > 0 && openSlots() > 0) {
       const { row, claimedAt } = ready.shift() as (typeof ready)[number];
-      if (!running || now() - claimedAt > maxWaitMs) handBack(row);
+      // Without claiming ahead a row never waits: it is claimed for a free slot.
+      if (!running || (ahead > 0 && performance.now() - claimedAt > maxWaitMs)) handBack(row);
       else startDelivery(row);
     }
   }
@@ -180,10 +181,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // The store skips the rows we hold; a custom store written before `exclude` existed may
       // lease one again (say, after the wall clock jumped forward), and we still skip it.
       const fresh = batch.filter((row) => !sending.has(row.id));
+      const claimedAt = performance.now();
       for (const row of fresh) {
         sending.add(row.id);
         holds.claimed(row.panel);
-        ready.push({ row, claimedAt: nowMs });
+        ready.push({ row, claimedAt });
       }
       startReady();
       if (batch.length < limit || fresh.length === 0) {
@@ -219,6 +221,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       .finally(() => {
         letGo(row);
         handingBack.delete(back);
+        // Due at once: claim it again now (and let drain() look), not at the next poll.
+        config.onProgress();
+        kick();
       });
     handingBack.add(back);
   }
