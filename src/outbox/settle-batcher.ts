@@ -21,8 +21,8 @@ interface Waiting {
 
 /**
  * `settle` as the worker calls it. A store without `settleMany` (a custom one) is called once per
- * outcome, as before. If a batch fails, each of its outcomes fails: those rows are sent again once
- * their leases run out (at-least-once), exactly as when one outcome could not be recorded.
+ * outcome, as before. A batch that fails is tried again one outcome at a time; an outcome that
+ * still fails is not recorded, and its row is sent again once its lease runs out (at-least-once).
  */
 export function createSettleBatcher(store: OutboxStore, owner: string): Settle {
   if (!store.settleMany) return async (claim, outcome, nowMs) => store.settle(claim, owner, outcome, nowMs);
