@@ -32,3 +32,18 @@ export async function postgresAnswers(url) {
     await client.end().catch(() => {});
   }
 }
+
+/** True when MySQL or MariaDB at `url` accepts a connection and a query within two seconds. */
+export async function mysqlAnswers(url) {
+  const { default: mysql } = await import('mysql2/promise');
+  let connection;
+  try {
+    connection = await mysql.createConnection({ uri: url, connectTimeout: 2000 });
+    await connection.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await connection?.end().catch(() => {});
+  }
+}

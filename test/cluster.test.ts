@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import express from 'express';
-import { createClient, type RedisClientType } from 'redis';
+import { Redis as IORedis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
@@ -10,27 +11,29 @@ import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../sr
 import { redisLicenseStore } from '../src/redis.js';
 import type { LicenseStore } from '../src/store/license-store.js';
 import { API_KEY, API_SECRET, clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { type Connected, REDIS_CLIENTS, type TestRedisClient } from './redis-clients.js';
 import { freePort, OwnRedis, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 const haveRedis = serviceAvailable('Redis', REDIS_URL, await redisAnswers());
 const EVERY_SECOND = '* * * * * *';
 
 let emulator: MotherEmulator;
-const clients: RedisClientType[] = [];
+const clients: Connected[] = [];
 const guards: LicenseGuard[] = [];
 const errors: unknown[] = [];
 
-async function connect(url = REDIS_URL): Promise<RedisClientType> {
-  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } }) as RedisClientType;
-  client.on('error', () => {});
-  await client.connect();
-  clients.push(client);
-  return client;
+/** The client the suite runs on now (each suite runs once per client). */
+let redisClient = REDIS_CLIENTS[0] as TestRedisClient;
+
+async function connect(url = REDIS_URL): Promise<Connected> {
+  const connected = await redisClient.connect(url);
+  clients.push(connected);
+  return connected;
 }
 
 /** One instance of the panel: its own Redis connection, as a separate process would have. */
 async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}, url = REDIS_URL): Promise<LicenseGuard> {
-  const store = redisLicenseStore({ client: await connect(url), prefix });
+  const store = redisLicenseStore({ client: (await connect(url)).client, prefix });
   const guard = licenseGuard({ client: clientFor(emulator), store, schedule: EVERY_SECOND, jitterMs: 0, syncIntervalMs: 500, ...options });
   guard.on('error', (error) => errors.push(error));
   guards.push(guard);
@@ -46,14 +49,17 @@ beforeAll(async () => {
 afterAll(() => emulator.close());
 afterEach(async () => {
   await Promise.all(guards.splice(0).map((guard) => guard.close()));
-  await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})));
+  await Promise.all(clients.splice(0).map((connected) => connected.close()));
   errors.length = 0;
   emulator.setFaults({});
   emulator.setPanel(API_KEY, { active: true, reason: null });
   emulator.reset();
 });
 
-describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () => {
+describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('licenseGuard({ store: redisLicenseStore() }) on $name', (each) => {
+  beforeAll(() => {
+    redisClient = each;
+  });
   describe('with four instances', () => {
     it('runs one license check per schedule slot for the whole cluster', async () => {
       const prefix = newPrefix();
@@ -151,7 +157,7 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
       await b.start();
       expect([a.state, b.state]).toEqual(['locked', 'locked']);
       const key = `${prefix}${clientFor(emulator).panelId}:verdict`;
-      const raw = await clients[0]?.get(key);
+      const raw = await clients[0]?.command(['GET', key]);
       const record = JSON.parse(raw as string) as Record<string, unknown>;
       const active = { ...(record.verdict as object), active: true, reason: null };
       const forgeries = [
@@ -161,8 +167,8 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
       ];
       for (const forged of forgeries) {
         const text = JSON.stringify(forged);
-        await clients[0]?.set(key, text);
-        await clients[0]?.publish(key, text);
+        await clients[0]?.command(['SET', key, text]);
+        await clients[0]?.command(['PUBLISH', key, text]);
         await sleep(300);
         expect([a.state, b.state]).toEqual(['locked', 'locked']);
       }
@@ -177,7 +183,7 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
     it('converges through the periodic read', async () => {
       const prefix = newPrefix();
       const a = await instance(prefix, { schedule: '0 0 1 1 *' });
-      const deaf = redisLicenseStore({ client: await connect(), prefix });
+      const deaf = redisLicenseStore({ client: (await connect()).client, prefix });
       const noSubscription: LicenseStore = { ...deaf, subscribe: () => ({ ready: Promise.resolve(), close: async () => {} }) };
       const b = licenseGuard({ client: clientFor(emulator), store: noSubscription, schedule: '0 0 1 1 *', syncIntervalMs: 200 });
       guards.push(b);
@@ -228,7 +234,7 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
     }, 40_000);
 
     it("starts a new panel's first check at once when Redis is paused (connected, but answering nothing)", async () => {
-      const store = redisLicenseStore({ client: await connect(redis.url), prefix: newPrefix() });
+      const store = redisLicenseStore({ client: (await connect(redis.url)).client, prefix: newPrefix() });
       // A mother taking 1 s, and requests that wait 2.6 s for a first verdict: 1 s for the store
       // read and 1 s for the start-up lease before the check would leave the request pending.
       const guard = licenseGuard({
@@ -255,21 +261,37 @@ describe.skipIf(!haveRedis)('licenseGuard({ store: redisLicenseStore() })', () =
   });
 });
 
-describe('a process in cluster mode whose Redis never answered', () => {
-  it('starts on its own check, and exits once the guard and its client are closed', async () => {
-    const port = await freePort();
-    const script = `
+/** How a process connects each client without waiting for Redis, and lets go of it. */
+const NEVER_ANSWERED = [
+  {
+    name: 'node-redis',
+    connect: (port: number) => `
       import { createClient } from 'redis';
-      import { licenseGuard } from '../dist/index.js';
-      import { redisLicenseStore } from '../dist/redis.js';
       const client = createClient({ url: 'redis://127.0.0.1:${port}', socket: { reconnectStrategy: () => 50 } });
       client.on('error', () => {});
-      client.connect().catch(() => {});
+      client.connect().catch(() => {});`,
+    close: 'client.destroy();',
+  },
+  {
+    name: 'ioredis',
+    connect: (port: number) => `
+      import { Redis } from 'ioredis';
+      const client = new Redis(${port}, '127.0.0.1', { retryStrategy: () => 50 });`,
+    close: 'client.disconnect();',
+  },
+];
+
+describe.each(NEVER_ANSWERED)('a process in cluster mode whose Redis never answered ($name)', ({ connect: connectScript, close }) => {
+  it('starts on its own check, and exits once the guard and its client are closed', async () => {
+    const port = await freePort();
+    const script = `${connectScript(port)}
+      import { licenseGuard } from '../dist/index.js';
+      import { redisLicenseStore } from '../dist/redis.js';
       const guard = licenseGuard({ baseUrl: process.env.MOTHER_URL, apiKey: process.env.KEY, apiSecret: process.env.SECRET, store: redisLicenseStore({ client }) });
       guard.on('error', (e) => console.log('error', e.code));
       console.log('state', await guard.start(), guard.status().store);
       await guard.close();
-      await client.destroy();
+      ${close}
     `;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
       cwd: fileURLToPath(new URL('.', import.meta.url)),
@@ -314,8 +336,20 @@ describe('licenseGuard() store options', () => {
     expect(() => licenseGuard({ ...base, store: {} as LicenseStore })).toThrow(/`store` is not a license store/);
     expect(() => licenseGuard({ ...base, syncIntervalMs: 1000 })).toThrow(/`syncIntervalMs` only applies in cluster mode/);
   });
-  it('refuses a client that is not node-redis', () => {
-    expect(() => redisLicenseStore({ client: {} as never })).toThrow(/`client` is not a node-redis 5 client/);
-    expect(() => redisLicenseStore({ client: { sendCommand: () => {}, duplicate: () => {} } as never, prefix: 'a b' })).toThrow(/`prefix`/);
+  it('refuses a client it cannot use, naming the ones it can', () => {
+    const accepted = /`client` is not a Redis client this store can use.*node-redis 5.*createCluster.*ioredis.*Redis\.Cluster/s;
+    expect(() => redisLicenseStore({ client: {} as never })).toThrow(accepted);
+    // Looks like a client (ioredis has both), is none of the supported ones: it would share nothing.
+    const lookalike = { sendCommand: () => {}, duplicate: () => {}, on: () => {} };
+    expect(() => redisLicenseStore({ client: lookalike as never })).toThrow(accepted);
+    expect(() => redisLicenseStore({ client: lookalike as never, prefix: 'a b' })).toThrow(/`prefix`/);
+  });
+
+  it.each(REDIS_CLIENTS)('accepts a $name client and a $name cluster, unconnected yet', ({ name }) => {
+    const clients =
+      name === 'ioredis'
+        ? [new IORedis({ lazyConnect: true }), new IORedis.Cluster([{ port: 1 }], { lazyConnect: true })]
+        : [createClient(), createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })];
+    for (const client of clients) expect(redisLicenseStore({ client }).kind).toBe('redis');
   });
 });

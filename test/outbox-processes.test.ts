@@ -5,19 +5,22 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { mysqlOutboxStore } from '../src/mysql.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import { postgresOutboxStore } from '../src/postgres.js';
 import { API_KEY, API_SECRET, clientFor, startEmulator, waitFor } from './helpers.js';
-import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
+import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
 const LOADER = fileURLToPath(new URL('./fixtures/outbox-ts-loader.mjs', import.meta.url));
 const CHILD = fileURLToPath(new URL('./fixtures/outbox-child.ts', import.meta.url));
 
 let emulator: MotherEmulator;
 const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
+const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
 const dir = mkdtempSync(join(tmpdir(), 'outbox-processes-'));
 beforeAll(async () => {
   emulator = await startEmulator();
@@ -123,42 +126,74 @@ describe('createReleaseOutbox()', () => {
     });
   });
 
-  describe.skipIf(!havePostgres)('when two hosts share one PostgreSQL table and one is killed mid-delivery', () => {
-    it('the survivor finishes: every release arrives, duplicates at most the killed host’s in-flight count', { timeout: 60_000 }, async () => {
-      const schema = `test_outbox_crash_${process.pid}`;
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
-      try {
-        const store = postgresOutboxStore({ pool, schema });
-        await store.migrate();
-        const total = 500;
-        const concurrency = 4;
-        const host = (first: number) =>
-          startChild('enqueue-and-deliver', {
-            OUTBOX_DATABASE_URL: DATABASE_URL,
-            OUTBOX_SCHEMA: schema,
-            OUTBOX_FIRST: first,
-            OUTBOX_COUNT: total / 2,
-            OUTBOX_CONCURRENCY: concurrency,
-          });
-        emulator.setFaults({ down: true });
-        const [doomed, survivor] = [host(0), host(total / 2)];
-        await Promise.all([message(doomed, 'enqueued'), message(survivor, 'enqueued')]);
-        const deliveredBeforeKill = await killMidDelivery(doomed, total);
-        // The survivor takes the killed host's leased rows once their lease (5.6 s) runs out.
-        await waitFor(async () => (await store.counts()).delivered === total, 'the survivor to deliver everything', 40_000);
-        expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0 });
-        const perTrack = deliveriesPerTrack();
-        const duplicates = emulator.releases.length - perTrack.size;
-        expect(perTrack.size).toBe(total);
-        // In flight at the kill: `concurrency` pushes and as many answered ones being recorded (docs/guarantees.md).
-        expect(duplicates).toBeLessThanOrEqual(2 * concurrency);
-        expect(survivor.exitCode).toBeNull();
-        process.stdout.write(`[outbox PostgreSQL crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
-      } finally {
-        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await pool.end();
-      }
-    });
+  /** A shared table on each database: its store (to watch the counts), the children's env, and how to drop it. */
+  const SHARED_TABLES = [
+    {
+      name: 'PostgreSQL',
+      available: havePostgres,
+      open() {
+        const schema = `test_outbox_crash_${process.pid}`;
+        const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+        return {
+          store: postgresOutboxStore({ pool, schema }),
+          env: { OUTBOX_DATABASE_URL: DATABASE_URL, OUTBOX_SCHEMA: schema },
+          async drop() {
+            await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+            await pool.end();
+          },
+        };
+      },
+    },
+    {
+      name: 'MySQL/MariaDB',
+      available: haveMysql,
+      open() {
+        const table = `test_outbox_crash_${process.pid}`;
+        const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 2 });
+        return {
+          store: mysqlOutboxStore({ pool, table }),
+          env: { OUTBOX_MYSQL_URL: MYSQL_URL, OUTBOX_TABLE: table },
+          async drop() {
+            await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+            await pool.end();
+          },
+        };
+      },
+    },
+  ];
+
+  describe.each(SHARED_TABLES)('when two hosts share one $name table and one is killed mid-delivery', ({ name, available, open }) => {
+    it.skipIf(!available)(
+      'the survivor finishes: every release arrives, duplicates at most the killed host’s in-flight count',
+      { timeout: 60_000 },
+      async () => {
+        const shared = open();
+        try {
+          const { store } = shared;
+          await store.migrate();
+          const total = 500;
+          const concurrency = 4;
+          const host = (first: number) =>
+            startChild('enqueue-and-deliver', { ...shared.env, OUTBOX_FIRST: first, OUTBOX_COUNT: total / 2, OUTBOX_CONCURRENCY: concurrency });
+          emulator.setFaults({ down: true });
+          const [doomed, survivor] = [host(0), host(total / 2)];
+          await Promise.all([message(doomed, 'enqueued'), message(survivor, 'enqueued')]);
+          const deliveredBeforeKill = await killMidDelivery(doomed, total);
+          // The survivor takes the killed host's leased rows once their lease (5.6 s) runs out.
+          await waitFor(async () => (await store.counts()).delivered === total, 'the survivor to deliver everything', 40_000);
+          expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0 });
+          const perTrack = deliveriesPerTrack();
+          const duplicates = emulator.releases.length - perTrack.size;
+          expect(perTrack.size).toBe(total);
+          // In flight at the kill: `concurrency` pushes and as many answered ones being recorded (docs/guarantees.md).
+          expect(duplicates).toBeLessThanOrEqual(2 * concurrency);
+          expect(survivor.exitCode).toBeNull();
+          process.stdout.write(`[outbox ${name} crash test] delivered before kill: ${deliveredBeforeKill}, duplicates: ${duplicates}\n`);
+        } finally {
+          await shared.drop();
+        }
+      },
+    );
   });
 
   describe('when two processes work on the same file', () => {

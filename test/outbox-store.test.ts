@@ -1,14 +1,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
+import { mysqlOutboxStore } from '../src/outbox/mysql-store.js';
 import { postgresOutboxStore } from '../src/outbox/postgres-store.js';
 import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import type { ClaimedRow, NewOutboxRow, OutboxStore } from '../src/outbox/store.js';
-import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
+import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'outbox-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -51,10 +53,27 @@ afterAll(async () => {
   await pool.end();
 });
 
+const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
+const mysqlPool = haveMysql ? mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) : undefined;
+const mysqlTables: string[] = [];
+const freshMysqlTable = () => {
+  const table = `test_outbox_${process.pid}_${mysqlTables.length + 1}`;
+  mysqlTables.push(table);
+  return table;
+};
+afterAll(async () => {
+  if (!mysqlPool) return;
+  for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  await mysqlPool.end();
+});
+
 const stores: [string, () => OutboxStore][] = [
   ['createMemoryOutboxStore()', () => createMemoryOutboxStore()],
   ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
   ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema(), leaseClock: 'outbox' })] as [string, () => OutboxStore]] : []),
+  ...(mysqlPool
+    ? [['mysqlOutboxStore()', () => mysqlOutboxStore({ pool: mysqlPool, table: freshMysqlTable(), leaseClock: 'outbox' })] as [string, () => OutboxStore]]
+    : []),
 ];
 
 const open: OutboxStore[] = [];

@@ -5,10 +5,10 @@ import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../errors.js'
 import { describeError } from '../logger.js';
 import { wellFormedPostgresUrl } from './postgres-url.js';
 
-/** What the outbox was doing, and so what the failure means for the releases. */
+/** What the outbox was doing, and so what the failure means for the releases (the MySQL store says the same). */
 export type PostgresWork = 'migrate' | 'enqueue' | 'deliver' | 'read' | 'write' | 'retention';
 
-const MEANING: Record<PostgresWork, string> = {
+export const MEANING: Record<PostgresWork, string> = {
   migrate: 'The outbox table was not created or checked; nothing was changed.',
   enqueue: 'This enqueue was rejected and the release is not stored: nothing queued before is lost; try again or tell the uploader.',
   deliver: 'Delivery is paused and resumes by itself when the database answers; queued releases wait in the table, nothing is lost.',

@@ -1,27 +1,16 @@
-// redisLicenseStore(): the LicenseStore of cluster mode on a node-redis 5 client the host app owns.
+// redisLicenseStore(): the LicenseStore of cluster mode on a Redis client the host app owns
+// (node-redis 5 or ioredis, one server or a Redis Cluster: redis-connection.ts).
 import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
 import type { LicenseStore } from './license-store.js';
-
-/** The part of a node-redis 5 client (`createClient()` from `redis`) this store uses. */
-export interface NodeRedisClient {
-  readonly isReady: boolean;
-  sendCommand(args: string[]): Promise<unknown>;
-  /** A second connection for SUBSCRIBE (a subscribed connection can send nothing else). */
-  duplicate(): NodeRedisSubscriber;
-  on(event: 'error', listener: (error: unknown) => void): unknown;
-}
-
-export interface NodeRedisSubscriber {
-  connect(): Promise<unknown>;
-  on(event: 'error', listener: (error: unknown) => void): unknown;
-  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
-  unsubscribe(channel: string): Promise<unknown>;
-  destroy(): void;
-}
+import { ACCEPTED_CLIENTS, type RedisClient, type RedisConnection, type RedisSubscriber, redisConnection } from './redis-connection.js';
 
 export interface RedisLicenseStoreOptions {
-  /** A connected node-redis 5 client (`await createClient({ url }).connect()`). Not closed by the store. */
-  client: NodeRedisClient;
+  /**
+   * A connected Redis client: node-redis 5 (`createClient()` or `createCluster()`, connected) or
+   * ioredis (`new Redis()` or `new Redis.Cluster()`). Not closed by the store. Any other object is
+   * refused at construction.
+   */
+  client: RedisClient;
   /** Prefix of every key and channel, so several panels or environments can share one Redis. @default 'panel-license:' */
   prefix?: string;
   /** Longest wait for one Redis command before the guard treats the store as unavailable. @default 1000 */
@@ -46,35 +35,32 @@ const ACQUIRE_SCRIPT =
  */
 export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseStore {
   if (typeof options !== 'object' || options === null)
-    throw optionError('options', 'must be an object', 'Pass { client } with a connected node-redis 5 client.');
+    throw optionError('options', 'must be an object', 'Pass { client } with a connected node-redis 5 or ioredis client.');
   const problems = new OptionProblems();
   rejectUnknownOptions('redisLicenseStore', options, ['client', 'prefix', 'commandTimeoutMs'], problems);
-  const { client } = options;
-  if (typeof client?.sendCommand !== 'function' || typeof client.duplicate !== 'function')
-    problems.add(optionError('client', 'is not a node-redis 5 client', "Pass `await createClient({ url }).connect()` from the 'redis' package (version 5)."));
+  const connection = redisConnection(options.client);
+  if (!connection) problems.add(optionError('client', 'is not a Redis client this store can use', ACCEPTED_CLIENTS));
   const prefix = options.prefix ?? 'panel-license:';
   if (typeof prefix !== 'string' || prefix.length > 200 || /[\s\p{Cc}]/u.test(prefix))
     problems.add(optionError('prefix', 'must be a string of at most 200 characters without spaces or control characters', 'Pass e.g. "prod:panel-license:".'));
   const timeoutMs = problems.check(() => positiveInteger('commandTimeoutMs', options.commandTimeoutMs, 1000, 1, 60_000), 1000);
   problems.throwIfAny('redisLicenseStore');
-
-  // node-redis throws an 'error' event that has no listener (and ends the process); the guard
-  // reports failures of its own commands, so the events only need to be absorbed here.
-  client.on('error', () => {});
+  const redis = connection as RedisConnection;
 
   function command<T>(args: string[]): Promise<T> {
-    if (!client.isReady) return Promise.reject(new Error('Redis is not connected.'));
+    if (!redis.ready()) return Promise.reject(new Error('Redis is not connected.'));
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not answer ${args[0]} within ${timeoutMs} ms.`)), timeoutMs);
     });
-    return Promise.race([client.sendCommand(args) as Promise<T>, timeout]).finally(() => clearTimeout(timer));
+    // Every command here is an EVAL of one key (args[3]), so a Redis Cluster routes it to that key's node.
+    return Promise.race([redis.command(args[3] as string, args) as Promise<T>, timeout]).finally(() => clearTimeout(timer));
   }
 
   const ms = (value: number) => String(Math.max(1, Math.floor(value)));
   interface SharedSubscriber {
-    connection: NodeRedisSubscriber;
-    connected: Promise<NodeRedisSubscriber>;
+    connection: RedisSubscriber;
+    connected: Promise<RedisSubscriber>;
     channels: Map<string, Set<(message: string) => void>>;
     subscribed: Map<string, Promise<unknown>>;
   }
@@ -82,11 +68,10 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
   let subscriber: SharedSubscriber | undefined;
   function sharedSubscriber(): SharedSubscriber {
     if (subscriber) return subscriber;
-    const connection = client.duplicate();
-    connection.on('error', () => {});
+    const connection = redis.subscriber();
     const entry: SharedSubscriber = { connection, connected: Promise.resolve(connection), channels: new Map(), subscribed: new Map() };
     // A connection that never came up is not handed to later subscriptions.
-    entry.connected = connection.connect().then(
+    entry.connected = connection.connected.then(
       () => connection,
       (error: unknown) => {
         if (subscriber === entry) subscriber = undefined;
@@ -113,8 +98,8 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
         const set = new Set<(message: string) => void>();
         listeners = set;
         shared.channels.set(channel, set);
-        // node-redis re-subscribes by itself after a reconnect; messages published meanwhile are
-        // lost, which the guard's re-reads make up for.
+        // Both clients subscribe again by themselves after a reconnect; messages published
+        // meanwhile are lost, which the guard's re-reads make up for.
         shared.subscribed.set(
           channel,
           shared.connected.then((connection) =>

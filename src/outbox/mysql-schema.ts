@@ -1,0 +1,204 @@
+// The MySQL/MariaDB outbox tables: names, the server check, the versioned idempotent migration,
+// transactions on a borrowed connection, and privilege errors that name the grant.
+
+/** What a mysql2 query answers: rows for a SELECT, a header (affectedRows, insertId) for a write. */
+export type MysqlResult = [unknown, unknown];
+
+/** The part of a mysql2/promise connection (`pool.getConnection()`, `createConnection()`) this store uses. */
+export interface MysqlQueryable {
+  query(sql: string, values?: unknown[]): Promise<MysqlResult>;
+}
+
+export interface MysqlConnection extends MysqlQueryable {
+  release(): void;
+}
+
+/** The part of a mysql2/promise pool (`mysql.createPool()`) this store uses. */
+export interface MysqlPool extends MysqlQueryable {
+  getConnection(): Promise<MysqlConnection>;
+}
+
+export type Row = Record<string, unknown>;
+export const rowsOf = ([rows]: MysqlResult) => rows as Row[];
+/** The OK packet of a write: rows matched, the new id, and the server's status flags. */
+export const headerOf = ([header]: MysqlResult) => header as { affectedRows: number; insertId: number; serverStatus?: number };
+
+export const SCHEMA_VERSION = 1;
+const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
+
+/** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
+export function validIdentifier(value: string): boolean {
+  return IDENTIFIER.test(value);
+}
+
+export interface MysqlTableNames {
+  /** `` `database`.`table` `` (or `` `table` `` in the pool's database), quoted. */
+  table: string;
+  /** The table of track locks: one row per (panel, track), locked while a track's rows change. */
+  tracks: string;
+  migrations: string;
+  /** The migrations table's bare name (to look it up). */
+  migrationsName: string;
+  /** For messages and grants: `database.table`, or `table`. */
+  shown: string;
+  database: string | undefined;
+}
+
+export function mysqlTableNames(database: string | undefined, table: string): MysqlTableNames {
+  const qualified = (name: string) => (database === undefined ? `\`${name}\`` : `\`${database}\`.\`${name}\``);
+  return {
+    table: qualified(table),
+    tracks: qualified(`${table}_tracks`),
+    migrations: qualified(`${table}_migrations`),
+    migrationsName: `${table}_migrations`,
+    shown: database === undefined ? table : `${database}.${table}`,
+    database,
+  };
+}
+
+/** Borrows a connection for `work` and always gives it back. */
+export async function withConnection<T>(pool: MysqlPool, work: (connection: MysqlConnection) => Promise<T>): Promise<T> {
+  const connection = await pool.getConnection();
+  try {
+    return await work(connection);
+  } finally {
+    connection.release();
+  }
+}
+
+/**
+ * Runs `work` in a READ COMMITTED transaction of its own (whatever the server's default): after
+ * waiting on a track's lock, the next statement must see what the previous holder committed, and
+ * no gap locks are taken. A deadlock or lock wait timeout retries the whole transaction.
+ */
+export async function inTransaction<T>(pool: MysqlPool, work: (connection: MysqlQueryable) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withConnection(pool, async (connection) => {
+        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        await connection.query('START TRANSACTION');
+        try {
+          const result = await work(connection);
+          await connection.query('COMMIT');
+          return result;
+        } catch (error) {
+          await connection.query('ROLLBACK').catch(() => {});
+          throw error;
+        }
+      });
+    } catch (error) {
+      if (attempt < 5 && isRetriable(error)) continue;
+      throw error;
+    }
+  }
+}
+
+/** A deadlock (1213) or a lock wait timeout (1205): the transaction can simply run again. */
+export const isRetriable = (error: unknown) => [1213, 1205].includes(Number((error as { errno?: unknown })?.errno));
+
+/** Times are epoch milliseconds (BIGINT), as in the other stores, so the row rules are shared. */
+function migrationV1({ table, tracks }: MysqlTableNames): string[] {
+  return [
+    // utf8mb4_bin: panels and track ids compare byte for byte, as in the other stores.
+    // `pending_track` is the track while the row is pending (NULL otherwise): its unique index
+    // keeps one pending row per panel and track, as PostgreSQL's partial index does.
+    `CREATE TABLE IF NOT EXISTS ${table} (
+      id               BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+      panel            VARCHAR(200) NOT NULL,
+      remote_track_id  VARCHAR(500) NULL,
+      body             LONGTEXT     NOT NULL,
+      content_hash     VARCHAR(128) NOT NULL,
+      state            VARCHAR(9)   NOT NULL,
+      attempts         INT          NOT NULL DEFAULT 0,
+      next_attempt_at  BIGINT       NOT NULL,
+      last_error       TEXT         NULL,
+      release_id       BIGINT       NULL,
+      delivered_seq    BIGINT UNSIGNED NULL,
+      history_of       BIGINT       NULL,
+      lease_owner      VARCHAR(255) NULL,
+      lease_expires_at BIGINT       NULL,
+      created_at       BIGINT       NOT NULL,
+      updated_at       BIGINT       NOT NULL,
+      delivered_at     BIGINT       NULL,
+      pending_track    VARCHAR(500) AS (CASE WHEN state = 'pending' THEN remote_track_id END) STORED,
+      CHECK (state IN ('pending', 'delivered', 'dead')),
+      UNIQUE KEY one_pending_per_track (panel, pending_track),
+      KEY due (state, panel, next_attempt_at, id),
+      KEY track (panel, remote_track_id, state, id)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='panel-license-guard release outbox'`,
+    `CREATE TABLE IF NOT EXISTS ${tracks} (
+      panel           VARCHAR(200) NOT NULL,
+      remote_track_id VARCHAR(500) NOT NULL,
+      PRIMARY KEY (panel, remote_track_id)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='panel-license-guard outbox: one row per track, locked while its rows change'`,
+  ];
+}
+
+const MIGRATIONS = [migrationV1];
+
+/** The server, from `SELECT VERSION()`: claims need FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6). */
+export function checkServerVersion(version: string): void {
+  const [major = 0, minor = 0] = version.split(/[.-]/).map(Number);
+  const mariadb = /mariadb/i.test(version);
+  const supported = mariadb ? major > 10 || (major === 10 && minor >= 6) : major >= 8;
+  if (!supported)
+    throw new Error(
+      `panel-license-guard: the MySQL outbox needs MySQL 8.0 or later, or MariaDB 10.6 or later (for FOR UPDATE SKIP LOCKED); this server is ${version}. Upgrade it, or use the SQLite or PostgreSQL store.`,
+    );
+}
+
+const PRIVILEGE_ERRORS = new Set([1044, 1142, 1143, 1227, 1370]);
+
+/** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
+export function privilegeError(names: MysqlTableNames, error: unknown): Error {
+  if (PRIVILEGE_ERRORS.has(Number((error as { errno?: unknown })?.errno))) {
+    const on = names.database === undefined ? 'the database' : `\`${names.database}\``;
+    return new Error(
+      `panel-license-guard: the database user lacks a privilege the outbox tables ${names.shown}, ${names.shown}_tracks and ${names.shown}_migrations need (${(error as Error).message}). Grant it once, to create them: GRANT CREATE, INDEX ON ${on}.* TO the user (or create them once with a user that may; the store does it on first use). Afterwards it needs GRANT SELECT, INSERT, UPDATE, DELETE ON each of the three tables (DELETE for retention).`,
+      { cause: error },
+    );
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/**
+ * Checks the server, then creates the tables when missing, once per database however many
+ * processes start together (a named lock serializes them), and records the version. A table
+ * written by a newer version of this package is refused rather than misread.
+ */
+export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
+  await withConnection(pool, async (connection) => {
+    checkServerVersion(String(rowsOf(await connection.query('SELECT VERSION() AS version'))[0]?.version));
+    const lock = `panel-license-guard:${names.shown}`.slice(0, 64);
+    const [taken] = rowsOf(await connection.query('SELECT GET_LOCK(?, 30) AS taken', [lock]));
+    if (Number(taken?.taken) !== 1) throw new Error(`panel-license-guard: another process held the migration lock of ${names.shown} for 30 s; try again.`);
+    try {
+      // Look before creating: a user with only SELECT/INSERT/UPDATE/DELETE on tables an owner
+      // created must not need CREATE.
+      const present = rowsOf(
+        await connection.query('SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?', [
+          names.database ?? null,
+          names.migrationsName,
+        ]),
+      );
+      const version =
+        Number(present[0]?.n) > 0 ? Number(rowsOf(await connection.query(`SELECT COALESCE(MAX(version), 0) AS v FROM ${names.migrations}`))[0]?.v) : 0;
+      if (version > SCHEMA_VERSION)
+        throw new Error(
+          `panel-license-guard: ${names.shown} holds outbox schema v${version}, written by a newer version of this package; upgrade it to use this table.`,
+        );
+      if (version < 1)
+        await connection.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (version INT PRIMARY KEY, applied_at BIGINT NOT NULL) ENGINE=InnoDB`);
+      for (const [index, migration] of MIGRATIONS.entries()) {
+        if (index + 1 <= version) continue;
+        // MySQL commits each DDL statement on its own: every statement is written to run again.
+        for (const statement of migration(names)) await connection.query(statement);
+        await connection.query(`INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
+      }
+    } catch (error) {
+      throw privilegeError(names, error);
+    } finally {
+      await connection.query('SELECT RELEASE_LOCK(?)', [lock]).catch(() => {});
+    }
+  });
+}

@@ -1,0 +1,266 @@
+// The outbox store on MySQL 8 / MariaDB 10.6+: shared by any number of hosts, claims with FOR
+// UPDATE SKIP LOCKED, and enqueue inside the caller's own transaction (the transactional outbox).
+import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
+import { gatherHeads, pickFairly } from './fair-claim.js';
+import { createMysqlEnqueuer } from './mysql-enqueue.js';
+import { explainedStore } from './mysql-errors.js';
+import {
+  headerOf,
+  inTransaction as inTransactionOn,
+  type MysqlPool,
+  type MysqlQueryable,
+  migrate,
+  mysqlTableNames,
+  privilegeError,
+  type Row,
+  rowsOf,
+  validIdentifier,
+} from './mysql-schema.js';
+import { claimedRow, idList, mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
+import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
+import type { ClaimedRow, ClaimRequest, EnqueueOptions, FairClaimRequest, OutboxState, OutboxStore, SettleRequest } from './store.js';
+
+export interface MysqlOutboxStoreOptions {
+  /** A `mysql2/promise` pool (`mysql.createPool(...)`). The store borrows connections; it never ends the pool. */
+  pool: MysqlPool;
+  /** Database (schema) of the tables. @default the pool's database */
+  database?: string;
+  /** Name of the table (with `<table>_tracks` and `<table>_migrations` beside it). @default 'release_outbox' */
+  table?: string;
+  /**
+   * The clock leases and due times are reckoned on. `'database'`: the server's, the one clock all
+   * hosts share. `'outbox'`: the time the outbox passes (its `now` option), for tests that
+   * simulate time. @default 'database'
+   */
+  leaseClock?: 'database' | 'outbox';
+}
+
+/** An OutboxStore on MySQL or MariaDB; `migrate()` creates its tables (every other call does on first use too). */
+export interface MysqlOutboxStore extends OutboxStore {
+  /** Creates the tables when missing. Call it at start-up when you enqueue inside your own transactions. */
+  migrate(): Promise<void>;
+}
+
+const DUPLICATE_KEY = 1062;
+const isQueryable = (value: unknown): value is MysqlQueryable => typeof (value as MysqlQueryable | null)?.query === 'function';
+
+export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
+  if (typeof options !== 'object' || options === null)
+    throw optionError('options', 'must be an object', "Pass { pool: mysql.createPool(...) } from 'mysql2/promise'.");
+  const problems = new OptionProblems();
+  rejectUnknownOptions('mysqlOutboxStore', options, ['pool', 'database', 'table', 'leaseClock'], problems);
+  const leaseClock = options.leaseClock ?? 'database';
+  if (leaseClock !== 'database' && leaseClock !== 'outbox')
+    problems.add(optionError('leaseClock', `must be 'database' or 'outbox', received ${shown(leaseClock)}`, "Leave it out to use the database's clock."));
+  const { pool } = options;
+  if (typeof pool?.getConnection !== 'function' || typeof pool.query !== 'function' || typeof (pool as { then?: unknown }).then === 'function')
+    problems.add(
+      optionError('pool', 'is not a mysql2/promise pool', "Pass `mysql.createPool({ uri })` with `import mysql from 'mysql2/promise'` (npm install mysql2)."),
+    );
+  const table = options.table ?? 'release_outbox';
+  if (typeof table !== 'string' || !validIdentifier(table) || table.length > 50 || table.endsWith('_migrations') || table.endsWith('_tracks'))
+    problems.add(
+      optionError(
+        'table',
+        'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"',
+        'Pass e.g. "release_outbox".',
+      ),
+    );
+  if (options.database !== undefined && (typeof options.database !== 'string' || !validIdentifier(options.database)))
+    problems.add(optionError('database', 'must be a lower-case SQL name (letters, digits, _; at most 64)', "Leave it out to use the pool's database."));
+  problems.throwIfAny('mysqlOutboxStore');
+
+  const names = mysqlTableNames(options.database, table);
+  const sql = mysqlStatements(names, leaseClock);
+  let migrated: Promise<void> | undefined;
+  const ready = () => {
+    migrated ??= migrate(pool, names).catch((error: unknown) => {
+      migrated = undefined; // try again on the next call (the database may be back, or granted)
+      throw error;
+    });
+    return migrated;
+  };
+  const inTransaction = async <T>(work: (connection: MysqlQueryable) => Promise<T>) => {
+    await ready();
+    return inTransactionOn(pool, work);
+  };
+  const enqueuer = createMysqlEnqueuer({ names, sql, ready, inTransaction });
+  const query = async (text: string, values: unknown[]) => {
+    await ready();
+    return pool.query(text, values);
+  };
+
+  /** Leases `rows` (locked by this transaction) to the claimer. */
+  async function lease(connection: MysqlQueryable, rows: Row[], request: ClaimRequest | FairClaimRequest): Promise<ClaimedRow[]> {
+    if (rows.length === 0) return [];
+    await connection.query(sql.lease, [request.owner, request.nowMs, request.leaseMs, rows.map((row) => Number(row.id))]);
+    return rows.map(claimedRow);
+  }
+
+  const updateValues = (update: RowUpdate, nowMs: number, id: number) => {
+    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
+    const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
+    return [state, attempts, next, nowMs, orNull(lastError), orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
+  };
+
+  /** The common case in one statement: the row is as this worker claimed it. Otherwise under the track's lock. */
+  async function settle(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>) {
+    const asClaimed = planSettle(
+      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN },
+      claim,
+      owner,
+      outcome,
+      nowMs,
+    );
+    if (asClaimed.update && !asClaimed.history) {
+      const values = [...updateValues(asClaimed.update, nowMs, claim.id), claim.contentHash, owner];
+      const applied = await query(sql.settle("AND state = 'pending' AND content_hash = ? AND lease_owner = ?"), values);
+      if (headerOf(applied).affectedRows === 1) return asClaimed.result;
+    }
+    return inTransaction(async (connection) => {
+      if (claim.remoteTrackId !== undefined) await connection.query(sql.lockTrack, [claim.panel, claim.remoteTrackId]);
+      const [current] = rowsOf(await connection.query(sql.snapshot, [claim.id]));
+      const snapshot = current && {
+        state: current.state as OutboxState,
+        contentHash: current.content_hash as string,
+        leaseOwner: (current.lease_owner as string | null) ?? undefined,
+        nextAttemptAt: Number(current.next_attempt_at),
+      };
+      const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
+      if (plan.history) {
+        const { body, contentHash, attempts, releaseId } = plan.history;
+        const values = [claim.panel, orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, nowMs, nowMs, nowMs];
+        await connection.query(sql.insertDelivered, values);
+      }
+      if (plan.update) await connection.query(sql.settle(''), updateValues(plan.update, nowMs, claim.id));
+      return plan.result;
+    });
+  }
+
+  const store: MysqlOutboxStore = {
+    migrate: async () => {
+      await ready();
+      enqueuer.tableExists();
+    },
+    enqueue(row, nowMs, enqueueOptions?: EnqueueOptions) {
+      const transaction = enqueueOptions?.transaction;
+      if (transaction === undefined) return enqueuer.alone(row, nowMs);
+      if (!isQueryable(transaction))
+        return Promise.reject(
+          new TypeError('panel-license-guard: `transaction` must be a mysql2/promise connection (from pool.getConnection()) inside START TRANSACTION.'),
+        );
+      return enqueuer.inCallerTransaction(transaction, row, nowMs);
+    },
+    claimDue: (request) =>
+      inTransaction(async (connection) => {
+        const { panel, nowMs, exclude = [], limit } = request;
+        return lease(connection, rowsOf(await connection.query(sql.claim, [panel, nowMs, nowMs, idList(exclude), limit])), request);
+      }),
+    claimFair: (request) =>
+      inTransaction(async (connection) => {
+        const { nowMs, exclude = [], after, maxPanels, skipPanels, limit } = request;
+        // The ring of panels with pending rows (fair-claim.ts), read ahead in two queries.
+        const wanted = maxPanels + skipPanels.length + 1;
+        const ring = rowsOf(await connection.query(sql.panelsAfter, [after, wanted])).map((r) => r.panel as string);
+        if (after !== '' && ring.length < wanted)
+          ring.push(...rowsOf(await connection.query(sql.panelsUpTo, [after, wanted - ring.length])).map((r) => r.panel as string));
+        const skip = new Set(skipPanels);
+        const visit = ring.filter((panel) => panel !== '' && !skip.has(panel)).slice(0, maxPanels);
+        const due = visit.length === 0 ? [] : rowsOf(await connection.query(sql.heads, [nowMs, nowMs, visit, idList(exclude), limit]));
+        const byPanel = new Map<string, Row[]>();
+        for (const row of due) byPanel.set(row.panel as string, [...(byPanel.get(row.panel as string) ?? []), row]);
+        const { heads, resumeAfter } = gatherHeads(ring, request, (panel, most) =>
+          (byPanel.get(panel) ?? []).sort((a, b) => Number(a.turn) - Number(b.turn)).slice(0, most),
+        );
+        const picked = pickFairly(heads, limit, resumeAfter);
+        // Still due and unleased, and not being claimed by another host right now.
+        const chosen = picked.rows.length === 0 ? [] : rowsOf(await connection.query(sql.lockChosen, [picked.rows.map((r) => Number(r.id)), nowMs, nowMs]));
+        const order = new Map(picked.rows.map((row, index) => [Number(row.id), index]));
+        chosen.sort((a, b) => (order.get(Number(a.id)) ?? 0) - (order.get(Number(b.id)) ?? 0));
+        return { rows: await lease(connection, chosen, request), lastPanel: picked.lastPanel };
+      }),
+    settle,
+    settleMany: (settles: readonly SettleRequest[], owner: string) =>
+      Promise.all(settles.map(({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs))),
+    async counts(scope) {
+      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
+      const panel = orNull(scope?.panel);
+      for (const r of rowsOf(await query(sql.counts, [panel, panel]))) counts[r.state as OutboxState] = Number(r.n);
+      return counts;
+    },
+    async oldestPending(scope) {
+      const panel = orNull(scope?.panel);
+      return num(rowsOf(await query(sql.oldestPending, [panel, panel]))[0]?.at);
+    },
+    async list({ state, limit, id, panel }) {
+      const values = [orNull(state), orNull(state), orNull(id), orNull(id), orNull(panel), orNull(panel), limit];
+      return rowsOf(await query(sql.list, values)).map(storedRow);
+    },
+    async panelCounts(limit) {
+      return rowsOf(await query(sql.panelCounts, [limit])).map((r) => ({
+        panel: r.panel as string,
+        pending: Number(r.pending),
+        dead: Number(r.dead),
+        oldestPendingAt: num(r.oldest_pending_at),
+      }));
+    },
+    adoptUnassigned: (panel, nowMs) =>
+      inTransaction(async (connection) => {
+        const superseded = rowsOf(await connection.query(sql.supersededUnassigned, [panel])).map((r) => Number(r.id));
+        if (superseded.length > 0) await connection.query(sql.markSuperseded, [ADOPTION_SUPERSEDED, nowMs, superseded]);
+        return headerOf(await connection.query(sql.adopt, [panel])).affectedRows;
+      }),
+    async requeueDead(id, nowMs, scope) {
+      const panel = orNull(scope?.panel);
+      let requeued = 0;
+      for (const dead of rowsOf(await query(sql.deadRows, [orNull(id), orNull(id), panel, panel]))) {
+        const track = dead.remote_track_id as string | null;
+        requeued += await inTransaction(async (connection) => {
+          if (track !== null) {
+            await connection.query(sql.lockTrack, [dead.panel, track]);
+            // rules.ts, mayRequeue: a newer row of the track (other than this row's own history) keeps it dead.
+            if (rowsOf(await connection.query(sql.newerOfTrack, [dead.panel, track, dead.id, dead.id])).length > 0) return 0;
+          }
+          return headerOf(await connection.query(sql.requeue, [nowMs, nowMs, dead.id])).affectedRows;
+        }).catch((error: unknown) => {
+          // A pending row of the track was committed meanwhile: that newer content wins.
+          if (Number((error as { errno?: unknown }).errno) === DUPLICATE_KEY) return 0;
+          throw error;
+        });
+      }
+      return requeued;
+    },
+    async prune({ deliveredBefore, deadBefore, afterId, limit }) {
+      // Without DELETE on the table, say which privilege is missing (retention runs every hour).
+      const range = rowsOf(await query(sql.pruneRange, [afterId, limit]))[0];
+      const [lastId, highestId] = [num(range?.last_id), num(range?.highest_id)];
+      if (lastId === undefined) return { deleted: 0, lastId, highestId };
+      const ids = rowsOf(await query(sql.prunable, [afterId, lastId, deadBefore, deliveredBefore])).map((r) => Number(r.id));
+      if (ids.length === 0) return { deleted: 0, lastId, highestId };
+      const deleted = await pool.query(sql.prune, [ids, deadBefore, deliveredBefore]).catch((error: unknown) => Promise.reject(privilegeError(names, error)));
+      return { deleted: headerOf(deleted).affectedRows, lastId, highestId };
+    },
+    async close() {
+      // The pool is the caller's: ending it here would break their other queries.
+      await enqueuer.idle();
+    },
+  };
+  return explainedStore(store, WORK, pool, names.shown);
+}
+
+/** What each call does for the releases, so that a failure can say what it means. */
+const WORK = {
+  migrate: 'migrate',
+  enqueue: 'enqueue',
+  claimDue: 'deliver',
+  claimFair: 'deliver',
+  settle: 'deliver',
+  settleMany: 'deliver',
+  counts: 'read',
+  oldestPending: 'read',
+  list: 'read',
+  panelCounts: 'read',
+  adoptUnassigned: 'write',
+  requeueDead: 'write',
+  prune: 'retention',
+} as const;
