@@ -5,6 +5,7 @@ import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf } from './m
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
+import { connectionTurns, trackTurns } from './turns.js';
 
 /** The server's "in a transaction" status flag (SERVER_STATUS_IN_TRANS) in every OK packet. */
 const IN_TRANSACTION = 1;
@@ -28,7 +29,7 @@ export interface MysqlEnqueuer {
 export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<MysqlEnqueueContext, 'pool'>): MysqlEnqueuer {
   let tableKnown = false;
   let savepoints = 0;
-  const connectionTurns = new WeakMap<object, Promise<unknown>>();
+  const onConnection = connectionTurns<MysqlQueryable>();
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
   async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
@@ -99,36 +100,21 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
 
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
   // stores (between hosts, the track's lock orders them). Different tracks go side by side.
-  const trackTurns = new Map<string, Promise<unknown>>();
+  const byTrack = trackTurns();
   function enqueueAlone(row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const run = () => ready().then(() => inTransaction((connection) => enqueueWith(connection, row, now)));
-    if (row.remoteTrackId === undefined) return run();
-    const track = `${row.panel}\n${row.remoteTrackId}`;
-    const turn = (trackTurns.get(track) ?? Promise.resolve()).then(run);
-    const settled = turn.catch(() => {});
-    trackTurns.set(track, settled);
-    void settled.then(() => {
-      if (trackTurns.get(track) === settled) trackTurns.delete(track);
-    });
-    return turn;
+    return row.remoteTrackId === undefined ? run() : byTrack.run(`${row.panel}\n${row.remoteTrackId}`, run);
   }
 
   return {
     alone: enqueueAlone,
-    inCallerTransaction(connection, row, now) {
-      // Enqueues on one connection take turns: their statements would interleave on it.
-      const turn = (connectionTurns.get(connection) ?? Promise.resolve()).then(() => enqueueInCallerTransaction(connection, row, now));
-      connectionTurns.set(
-        connection,
-        turn.catch(() => {}),
-      );
-      return turn;
-    },
+    // Enqueues on one connection take turns: their statements would interleave on it.
+    inCallerTransaction: (connection, row, now) => onConnection(connection, () => enqueueInCallerTransaction(connection, row, now)),
     tableExists() {
       tableKnown = true;
     },
     async idle() {
-      await Promise.all(trackTurns.values());
+      await byTrack.idle();
     },
   };
 }

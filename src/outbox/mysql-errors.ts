@@ -3,8 +3,7 @@
 // password), what it means for the releases, and what to check. Other errors pass through.
 import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../errors.js';
 import { describeError } from '../logger.js';
-import { isRetriable } from './mysql-schema.js';
-import { MEANING, type PostgresWork } from './postgres-errors.js';
+import { MEANING, type SqlWork } from './sql-work.js';
 
 const UNREACHABLE = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|PROTOCOL_CONNECTION_LOST|closed state/i;
 
@@ -31,22 +30,11 @@ const FIX: Record<OutboxDatabaseErrorCode, string> = {
 };
 
 /** The error to give for `error` met while doing `work`: a clear OutboxDatabaseError, or `error` as it is. */
-export function databaseFailure(error: unknown, work: PostgresWork, pool: unknown, table: string): unknown {
+export function databaseFailure(error: unknown, work: SqlWork, pool: unknown, table: string): unknown {
   if (error instanceof OutboxDatabaseError) return error;
   const code = codeOf(error);
   if (code === undefined) return error;
   const what = code === 'OUTBOX_DATABASE_UNREACHABLE' ? 'could not reach MySQL' : 'could not use MySQL';
   const message = `panel-license-guard: the outbox (${table}) ${what} at ${mysqlPoolAddress(pool)}: ${describeError(error)}. ${MEANING[work]} ${FIX[code]}`;
   return new OutboxDatabaseError(code, message, { cause: error });
-}
-
-/** `store` whose calls (named in `work`) reject with an OutboxDatabaseError when the database cannot be used. */
-export function explainedStore<T extends object>(store: T, work: Partial<Record<keyof T, PostgresWork>>, pool: unknown, table: string): T {
-  const wrapped = { ...store };
-  for (const [name, what] of Object.entries(work) as [keyof T & string, PostgresWork][]) {
-    const call = store[name] as (...args: unknown[]) => Promise<unknown>;
-    (wrapped as Record<string, unknown>)[name] = (...args: unknown[]) =>
-      call(...args).catch((error: unknown) => Promise.reject(isRetriable(error) ? error : databaseFailure(error, what, pool, table)));
-  }
-  return wrapped;
 }

@@ -3,10 +3,11 @@
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { gatherHeads, pickFairly } from './fair-claim.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
-import { explainedStore } from './mysql-errors.js';
+import { databaseFailure } from './mysql-errors.js';
 import {
   headerOf,
   inTransaction as inTransactionOn,
+  isRetriable,
   type MysqlPool,
   type MysqlQueryable,
   migrate,
@@ -18,6 +19,7 @@ import {
 } from './mysql-schema.js';
 import { claimedRow, idList, mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
+import { explainedStore } from './sql-work.js';
 import type { ClaimedRow, ClaimRequest, EnqueueOptions, FairClaimRequest, OutboxState, OutboxStore, SettleRequest } from './store.js';
 
 export interface MysqlOutboxStoreOptions {
@@ -42,6 +44,7 @@ export interface MysqlOutboxStore extends OutboxStore {
 }
 
 const DUPLICATE_KEY = 1062;
+const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"';
 const isQueryable = (value: unknown): value is MysqlQueryable => typeof (value as MysqlQueryable | null)?.query === 'function';
 
 export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
@@ -59,13 +62,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     );
   const table = options.table ?? 'release_outbox';
   if (typeof table !== 'string' || !validIdentifier(table) || table.length > 50 || table.endsWith('_migrations') || table.endsWith('_tracks'))
-    problems.add(
-      optionError(
-        'table',
-        'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"',
-        'Pass e.g. "release_outbox".',
-      ),
-    );
+    problems.add(optionError('table', TABLE_RULE, 'Pass e.g. "release_outbox".'));
   if (options.database !== undefined && (typeof options.database !== 'string' || !validIdentifier(options.database)))
     problems.add(optionError('database', 'must be a lower-case SQL name (letters, digits, _; at most 64)', "Leave it out to use the pool's database."));
   problems.throwIfAny('mysqlOutboxStore');
@@ -245,22 +242,6 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       await enqueuer.idle();
     },
   };
-  return explainedStore(store, WORK, pool, names.shown);
+  // A deadlock or lock wait passes through as it is: the callers that meet one try again.
+  return explainedStore(store, (error, work) => (isRetriable(error) ? error : databaseFailure(error, work, pool, names.shown)));
 }
-
-/** What each call does for the releases, so that a failure can say what it means. */
-const WORK = {
-  migrate: 'migrate',
-  enqueue: 'enqueue',
-  claimDue: 'deliver',
-  claimFair: 'deliver',
-  settle: 'deliver',
-  settleMany: 'deliver',
-  counts: 'read',
-  oldestPending: 'read',
-  list: 'read',
-  panelCounts: 'read',
-  adoptUnassigned: 'write',
-  requeueDead: 'write',
-  prune: 'retention',
-} as const;

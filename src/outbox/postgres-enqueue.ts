@@ -4,6 +4,7 @@ import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
+import { connectionTurns, trackTurns } from './turns.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
 const MAX_REREADS = 10;
@@ -20,7 +21,7 @@ export interface PostgresEnqueuer {
 export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreContext): PostgresEnqueuer {
   let tableKnown = false;
   let savepoints = 0;
-  const clientTurns = new WeakMap<object, Promise<unknown>>();
+  const onClient = connectionTurns<PgQueryable>();
 
   /**
    * No lock and no transaction of its own: a new or changed track is one INSERT; otherwise read
@@ -103,36 +104,22 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
 
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
   // stores (between hosts, the one-pending-row index arbitrates). Different tracks go side by side.
-  const trackTurns = new Map<string, Promise<unknown>>();
+  const byTrack = trackTurns();
   function enqueueAlone(row: NewOutboxRow, now: number): Promise<EnqueueResult> {
-    // Without a track there are no rules to apply: one INSERT.
-    if (row.remoteTrackId === undefined) return ready().then(() => enqueueWith(pool, row, now));
-    const track = `${row.panel}\n${row.remoteTrackId}`;
     // Each statement commits on its own: the row is durable once the write that made it returns.
-    const turn = (trackTurns.get(track) ?? Promise.resolve()).then(() => ready().then(() => enqueueWith(pool, row, now)));
-    const settled = turn.catch(() => {});
-    trackTurns.set(track, settled);
-    void settled.then(() => {
-      if (trackTurns.get(track) === settled) trackTurns.delete(track);
-    });
-    return turn;
+    const run = () => ready().then(() => enqueueWith(pool, row, now));
+    // Without a track there are no rules to apply: one INSERT.
+    return row.remoteTrackId === undefined ? run() : byTrack.run(`${row.panel}\n${row.remoteTrackId}`, run);
   }
 
   return {
     alone: enqueueAlone,
-    inCallerTransaction(client, row, now) {
-      const turn = (clientTurns.get(client) ?? Promise.resolve()).then(() => enqueueInCallerTransaction(client, row, now));
-      clientTurns.set(
-        client,
-        turn.catch(() => {}),
-      );
-      return turn;
-    },
+    inCallerTransaction: (client, row, now) => onClient(client, () => enqueueInCallerTransaction(client, row, now)),
     tableExists() {
       tableKnown = true;
     },
     async idle() {
-      await Promise.all(trackTurns.values());
+      await byTrack.idle();
     },
   };
 }

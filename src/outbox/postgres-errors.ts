@@ -4,18 +4,7 @@
 import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../errors.js';
 import { describeError } from '../logger.js';
 import { wellFormedPostgresUrl } from './postgres-url.js';
-
-/** What the outbox was doing, and so what the failure means for the releases (the MySQL store says the same). */
-export type PostgresWork = 'migrate' | 'enqueue' | 'deliver' | 'read' | 'write' | 'retention';
-
-export const MEANING: Record<PostgresWork, string> = {
-  migrate: 'The outbox table was not created or checked; nothing was changed.',
-  enqueue: 'This enqueue was rejected and the release is not stored: nothing queued before is lost; try again or tell the uploader.',
-  deliver: 'Delivery is paused and resumes by itself when the database answers; queued releases wait in the table, nothing is lost.',
-  read: 'Nothing was read; nothing was changed.',
-  write: 'Nothing was changed.',
-  retention: 'Nothing was pruned this time; the next pass tries again.',
-};
+import { MEANING, type SqlWork } from './sql-work.js';
 
 const UNREACHABLE =
   /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|Connection terminated|timeout exceeded when trying to connect/i;
@@ -76,7 +65,7 @@ const FIX: Record<OutboxDatabaseErrorCode, string> = {
 };
 
 /** The error to give for `error` met while doing `work`: a clear OutboxDatabaseError, or `error` as it is. */
-export function databaseFailure(error: unknown, work: PostgresWork, pool: unknown, table: string): unknown {
+export function databaseFailure(error: unknown, work: SqlWork, pool: unknown, table: string): unknown {
   if (error instanceof OutboxDatabaseError) return error;
   const code = codeOf(error);
   if (code === undefined) return error;

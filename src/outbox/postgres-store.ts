@@ -2,7 +2,7 @@
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
-import { databaseFailure, type PostgresWork } from './postgres-errors.js';
+import { databaseFailure } from './postgres-errors.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { createPostgresSettle } from './postgres-settle.js';
 import {
@@ -17,6 +17,7 @@ import {
   storedRow,
 } from './postgres-sql.js';
 import { ADOPTION_SUPERSEDED } from './rules.js';
+import { explainedStore } from './sql-work.js';
 import type { EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
 
 export interface PostgresOutboxStoreOptions {
@@ -234,33 +235,5 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       await enqueuer.idle();
     },
   };
-  return explained(store, pool, names.table);
-}
-
-/** What each call does for the releases, so that a failure can say what it means. */
-const WORK: Record<Exclude<keyof PostgresOutboxStore, 'close'>, PostgresWork> = {
-  migrate: 'migrate',
-  enqueue: 'enqueue',
-  claimDue: 'deliver',
-  claimFair: 'deliver',
-  settle: 'deliver',
-  settleMany: 'deliver',
-  counts: 'read',
-  oldestPending: 'read',
-  list: 'read',
-  panelCounts: 'read',
-  adoptUnassigned: 'write',
-  requeueDead: 'write',
-  prune: 'retention',
-};
-
-/** The store whose calls reject with an OutboxDatabaseError when the database cannot be used. */
-function explained(store: PostgresOutboxStore, pool: PgPool, table: string): PostgresOutboxStore {
-  const wrapped = { ...store };
-  for (const [name, work] of Object.entries(WORK) as [keyof typeof WORK, PostgresWork][]) {
-    const call = store[name] as (...args: unknown[]) => Promise<unknown>;
-    (wrapped as Record<string, unknown>)[name] = (...args: unknown[]) =>
-      call(...args).catch((error: unknown) => Promise.reject(databaseFailure(error, work, pool, table)));
-  }
-  return wrapped;
+  return explainedStore(store, (error, work) => databaseFailure(error, work, pool, names.table));
 }
