@@ -28,6 +28,11 @@ declare global {
   const client: import('panel-license-guard').MotherClient;
   const release: import('panel-license-guard').Release;
   const store: import('panel-license-guard').OutboxStore;
+  // The query builders' own objects, as an app holds them.
+  const knex: import('knex').Knex;
+  const kysely: import('kysely').Kysely<any>;
+  const drizzleDb: import('drizzle-orm/node-postgres').NodePgDatabase;
+  const tracks: any;
   // Your own code around a snippet: anything.
   const tenants: any;
   const db: any;

@@ -83,7 +83,10 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
         cause: error,
       });
     }
-    if (status !== undefined && (status & IN_TRANSACTION) === 0)
+    // A connection reached through Kysely answers without the server's status: ask the server.
+    const open =
+      status === undefined ? Number(rowsOf(await connection.query('SELECT @@in_transaction AS open'))[0]?.open) === 1 : (status & IN_TRANSACTION) !== 0;
+    if (!open)
       throw new TypeError(
         'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows.',
       );

@@ -1,6 +1,7 @@
 // The outbox store on MySQL 8 / MariaDB 10.6+: shared by any number of hosts, claims with FOR
 // UPDATE SKIP LOCKED, and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
+import { joinCallerTransaction } from './caller-transaction.js';
 import { gatherHeads, pickFairly } from './fair-claim.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
 import { databaseFailure } from './mysql-errors.js';
@@ -45,7 +46,6 @@ export interface MysqlOutboxStore extends OutboxStore {
 
 const DUPLICATE_KEY = 1062;
 const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"';
-const isQueryable = (value: unknown): value is MysqlQueryable => typeof (value as MysqlQueryable | null)?.query === 'function';
 
 export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
   if (typeof options !== 'object' || options === null)
@@ -142,11 +142,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     enqueue(row, nowMs, enqueueOptions?: EnqueueOptions) {
       const transaction = enqueueOptions?.transaction;
       if (transaction === undefined) return enqueuer.alone(row, nowMs);
-      if (!isQueryable(transaction))
-        return Promise.reject(
-          new TypeError('panel-license-guard: `transaction` must be a mysql2/promise connection (from pool.getConnection()) inside START TRANSACTION.'),
-        );
-      return enqueuer.inCallerTransaction(transaction, row, nowMs);
+      return joinCallerTransaction(transaction, 'mysql').then((connection) => enqueuer.inCallerTransaction(connection, row, nowMs));
     },
     claimDue: (request) =>
       inTransaction(async (connection) => {

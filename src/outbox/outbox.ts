@@ -80,9 +80,10 @@ export interface PanelQuery {
 export interface ReleaseOutbox {
   /**
    * Validates, then stores the release durably; resolves once it is committed. Delivery follows in
-   * the background. With the PostgreSQL store, `{ transaction: client }` stores it in your open
-   * transaction instead: it is sent once you commit (at the worker's next poll), never if you roll
-   * back. With `panels`, `{ panel }` says whose release it is.
+   * the background. With the PostgreSQL or MySQL store, `{ transaction }` (your driver's connection
+   * inside BEGIN, or a Knex, Kysely or Drizzle transaction) stores it in your open transaction
+   * instead: it is sent once you commit (at the worker's next poll), never if you roll back. With
+   * `panels`, `{ panel }` says whose release it is.
    */
   enqueue(release: Release, options?: OutboxEnqueueOptions): Promise<EnqueueResult>;
   stats(query?: PanelQuery): Promise<OutboxStats>;

@@ -1,6 +1,7 @@
 // The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
+import { joinCallerTransaction } from './caller-transaction.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
 import { databaseFailure } from './postgres-errors.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
@@ -37,10 +38,6 @@ export interface PostgresOutboxStoreOptions {
 }
 
 const UNIQUE_VIOLATION = '23505';
-
-function isQueryable(value: unknown): value is PgQueryable {
-  return typeof (value as PgQueryable | null)?.query === 'function';
-}
 
 /**
  * An OutboxStore on PostgreSQL. The table (and schema) is created on first use. Pass `{ transaction:
@@ -153,8 +150,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
-        if (!isQueryable(transaction)) return Promise.reject(new TypeError('panel-license-guard: `transaction` must be a pg client (from pool.connect()).'));
-        return enqueuer.inCallerTransaction(transaction, row, nowMs);
+        return joinCallerTransaction(transaction, 'postgres').then((client) => enqueuer.inCallerTransaction(client, row, nowMs));
       }
       return enqueuer.alone(row, nowMs);
     },

@@ -34,7 +34,8 @@ export interface NewOutboxRow {
 /** Per-call options of `enqueue`. */
 export interface EnqueueOptions {
   /**
-   * PostgreSQL store only: a pg client inside the caller's open transaction. The row commits or
+   * PostgreSQL and MySQL stores only: the caller's open transaction (a node-postgres client or a
+   * mysql2 connection inside BEGIN, or a Knex, Kysely or Drizzle transaction). The row commits or
    * rolls back with the caller's own rows (the transactional outbox). Other stores refuse it.
    */
   transaction?: unknown;
@@ -238,6 +239,6 @@ export interface PanelCounts {
 export function refuseTransaction(store: string, options: EnqueueOptions | undefined): void {
   if (options?.transaction !== undefined)
     throw new TypeError(
-      `panel-license-guard: the ${store} store cannot join your transaction (\`transaction\` is for the PostgreSQL store). Drop it, or use postgresOutboxStore().`,
+      `panel-license-guard: the ${store} store cannot join your transaction (\`transaction\` is for the PostgreSQL and MySQL stores). Drop it, or use postgresOutboxStore() or mysqlOutboxStore().`,
     );
 }

@@ -1,0 +1,156 @@
+// The caller's transaction, as the SQL stores join it: the driver's own connection inside BEGIN,
+// or a transaction of Knex, Kysely or Drizzle. The store's statements then run on the very
+// connection that transaction runs on, so they commit or roll back with the caller's rows.
+// Anything else is refused with the list of what is accepted.
+import { shown } from '../options.js';
+import type { MysqlQueryable, MysqlResult } from './mysql-schema.js';
+import type { PgQueryable, PgQueryConfig } from './postgres-schema.js';
+
+export type SqlDialect = 'postgres' | 'mysql';
+
+const LIBRARY_OF: Record<SqlDialect, { knex: string[]; kysely: string; drizzle: string; driver: string }> = {
+  postgres: { knex: ['pg'], kysely: 'PostgresAdapter', drizzle: 'NodePgTransaction', driver: 'node-postgres' },
+  mysql: { knex: ['mysql2'], kysely: 'MysqlAdapter', drizzle: 'MySql2Transaction', driver: 'mysql2' },
+};
+
+const ACCEPTED: Record<SqlDialect, string> = {
+  postgres:
+    'a node-postgres client inside BEGIN (`await pool.connect()`), a Knex transaction on pg (`knex.transaction(async (trx) => …)`), a Kysely transaction (`db.transaction().execute(async (trx) => …)`) or a Drizzle transaction on node-postgres (`db.transaction(async (tx) => …)`)',
+  mysql:
+    'a mysql2/promise connection inside START TRANSACTION (`await pool.getConnection()`), a Knex transaction on mysql2 (`knex.transaction(async (trx) => …)`), a Kysely transaction (`db.transaction().execute(async (trx) => …)`) or a Drizzle transaction on mysql2 (`db.transaction(async (tx) => …)`)',
+};
+
+function refused(dialect: SqlDialect, problem: string): TypeError {
+  return new TypeError(`panel-license-guard: \`transaction\` ${problem}. Pass ${ACCEPTED[dialect]}.`);
+}
+
+type Queryable<D extends SqlDialect> = D extends 'postgres' ? PgQueryable : MysqlQueryable;
+const isQueryable = (value: unknown): boolean => typeof (value as { query?: unknown } | null)?.query === 'function';
+
+/**
+ * The connection the store's statements run on for `transaction`, or a TypeError saying what is
+ * accepted. One transaction always gives the same object, so enqueues on it take turns.
+ */
+export async function joinCallerTransaction<D extends SqlDialect>(transaction: unknown, dialect: D): Promise<Queryable<D>> {
+  const library = LIBRARY_OF[dialect];
+  if (isKnex(transaction)) {
+    const driver = String(transaction.client?.driverName);
+    if (transaction.isTransaction !== true)
+      throw refused(dialect, 'is a Knex instance, not a transaction: pass the `trx` of `knex.transaction(async (trx) => …)`');
+    if (!library.knex.includes(driver)) throw refused(dialect, `is a Knex transaction on ${driver}; this store needs one on ${library.knex.join(' or ')}`);
+    if (transaction.isCompleted()) throw refused(dialect, 'is a Knex transaction that has already committed or rolled back');
+    // Knex's transaction client hands out the one connection its transaction runs on.
+    const connection = await transaction.client.acquireConnection();
+    return (dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>;
+  }
+  if (isKysely(transaction)) {
+    if (transaction.isTransaction !== true)
+      throw refused(dialect, 'is a Kysely instance, not a transaction: pass the `trx` of `db.transaction().execute(async (trx) => …)`');
+    const adapters = classNames(transaction.getExecutor().adapter);
+    if (!adapters.includes(library.kysely))
+      throw refused(dialect, `is a Kysely transaction with ${adapters[0] ?? 'an unknown adapter'}; this store needs ${library.kysely}`);
+    if (transaction.isCommitted === true || transaction.isRolledBack === true)
+      throw refused(dialect, 'is a Kysely transaction that has already committed or rolled back');
+    return kyselyConnection(transaction, dialect) as Queryable<D>;
+  }
+  const kinds = drizzleKinds(transaction);
+  if (kinds.length > 0) {
+    if (!kinds.some((kind) => kind.endsWith('Transaction')))
+      throw refused(dialect, `is a Drizzle database (${kinds[0]}), not a transaction: pass the \`tx\` of \`db.transaction(async (tx) => …)\``);
+    const client = (transaction as { session?: { client?: unknown } }).session?.client;
+    if (!kinds.includes(library.drizzle) || !isQueryable(client))
+      throw refused(dialect, `is a Drizzle transaction of ${kinds[0]}; this store joins Drizzle transactions on ${library.driver}`);
+    // Drizzle runs a transaction on one client of the driver (its session's), in BEGIN.
+    return client as Queryable<D>;
+  }
+  if (isQueryable(transaction)) return transaction as Queryable<D>;
+  throw refused(dialect, `is not a transaction this store can join (received ${describe(transaction)})`);
+}
+
+interface KnexLike {
+  (...args: unknown[]): unknown;
+  isTransaction?: boolean;
+  isCompleted(): boolean;
+  client: { driverName?: string; acquireConnection(): Promise<unknown> };
+}
+const isKnex = (value: unknown): value is KnexLike =>
+  typeof value === 'function' && typeof (value as Partial<KnexLike>).client?.acquireConnection === 'function';
+
+interface KyselyLike {
+  isTransaction: boolean;
+  isCommitted?: boolean;
+  isRolledBack?: boolean;
+  getExecutor(): { adapter: unknown };
+  withoutPlugins(): KyselyLike;
+  executeQuery(query: object): Promise<{ rows: Record<string, unknown>[]; numAffectedRows?: bigint; insertId?: bigint }>;
+}
+const isKysely = (value: unknown): value is KyselyLike =>
+  typeof (value as KyselyLike | null)?.executeQuery === 'function' &&
+  typeof (value as KyselyLike).getExecutor === 'function' &&
+  typeof (value as KyselyLike).withoutPlugins === 'function';
+
+/** The names of the classes `value` is an instance of, nearest first. */
+function classNames(value: unknown): string[] {
+  const names: string[] = [];
+  for (let proto = Object.getPrototypeOf(value ?? {}); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto))
+    names.push(String(proto.constructor?.name));
+  return names;
+}
+
+/** Drizzle names each of its classes with a static `[Symbol.for('drizzle:entityKind')]`; nearest first. */
+function drizzleKinds(value: unknown): string[] {
+  if (typeof value !== 'object' || value === null) return [];
+  const entityKind = Symbol.for('drizzle:entityKind');
+  const kinds: string[] = [];
+  for (let proto = Object.getPrototypeOf(value); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    const kind = (proto.constructor as Record<symbol, unknown> | undefined)?.[entityKind];
+    if (typeof kind === 'string' && kinds.at(-1) !== kind) kinds.push(kind);
+  }
+  return kinds;
+}
+
+function describe(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return shown(value);
+  return `an instance of ${classNames(value)[0] ?? 'Object'}`;
+}
+
+// Knex's mysql2 dialect holds a callback connection; its promise() wrapper talks on the same one.
+const promiseWrappers = new WeakMap<object, MysqlQueryable>();
+function promiseConnection(connection: unknown): MysqlQueryable {
+  const raw = connection as { promise(): MysqlQueryable };
+  const wrapped = promiseWrappers.get(raw) ?? raw.promise();
+  promiseWrappers.set(raw, wrapped);
+  return wrapped;
+}
+
+// Kysely gives no connection: statements go through the transaction itself, without the
+// caller's plugins (CamelCasePlugin would rename the columns the store reads), answered in the
+// driver's own shapes.
+const kyselyConnections = new WeakMap<object, PgQueryable | MysqlQueryable>();
+function kyselyConnection(transaction: KyselyLike, dialect: SqlDialect): PgQueryable | MysqlQueryable {
+  const known = kyselyConnections.get(transaction);
+  if (known) return known;
+  const bare = transaction.withoutPlugins();
+  // What CompiledQuery.raw() makes: the drivers read `sql` and `parameters`.
+  const run = (sql: string, parameters: unknown[] = []) =>
+    bare.executeQuery({ sql, parameters, query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] }, queryId: { queryId: 'panel-license-guard' } });
+  const connection: PgQueryable | MysqlQueryable =
+    dialect === 'postgres'
+      ? {
+          async query(query: string | PgQueryConfig, values?: unknown[]) {
+            const text = typeof query === 'string' ? query : query.text;
+            const result = await run(text, (typeof query === 'string' ? undefined : query.values) ?? values);
+            return { rows: result.rows, rowCount: result.numAffectedRows === undefined ? result.rows.length : Number(result.numAffectedRows) };
+          },
+        }
+      : {
+          async query(sql: string, values?: unknown[]): Promise<MysqlResult> {
+            const result = await run(sql, values);
+            if (result.numAffectedRows === undefined) return [result.rows, undefined];
+            // A write: the header mysql2 gives (Kysely keeps no server status; the store asks instead).
+            return [{ affectedRows: Number(result.numAffectedRows), insertId: Number(result.insertId ?? 0) }, undefined];
+          },
+        };
+  kyselyConnections.set(transaction, connection);
+  return connection;
+}
