@@ -1,6 +1,7 @@
 // The Express apps under test: one small HTML route, bare, behind licenseGuard, behind helmet, or a lock-page stand-in.
 import express from 'express';
 import helmet from 'helmet';
+import { Redis as IORedis } from 'ioredis';
 import { licenseGuard } from 'panel-license-guard';
 import { redisLicenseStore } from 'panel-license-guard/redis';
 import { createClient } from 'redis';
@@ -63,12 +64,19 @@ function guardFor(panel, baseUrl, store) {
   return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0, ...(store && { store }) });
 }
 
-/** Cluster mode's store on a real Redis, with its own prefix per run. */
-async function redisStore(redisUrl) {
+/** Cluster mode's store on a real Redis, with its own prefix per run, on node-redis or ioredis. */
+async function redisStore(redisUrl, library = 'node-redis') {
+  const prefix = `bench-${process.pid}:`;
+  if (library === 'ioredis') {
+    const client = new IORedis(redisUrl, { lazyConnect: true });
+    client.on('error', () => {});
+    await client.connect();
+    return { store: redisLicenseStore({ client, prefix }), close: () => client.quit() };
+  }
   const client = createClient({ url: redisUrl });
   client.on('error', () => {});
   await client.connect();
-  return { store: redisLicenseStore({ client, prefix: `bench-${process.pid}:` }), client };
+  return { store: redisLicenseStore({ client, prefix }), close: () => client.close() };
 }
 
 /** `panels` mode with HOSTED_COUNT panels by host, every one checked (active) before it serves. */
@@ -91,7 +99,7 @@ async function panelsGuard(baseUrl) {
  * Builds one variant. Resolves with `{ app, close }` once the app is ready to serve
  * (for guarded variants: once the first license check has settled).
  * - `bare`: the route alone. `guard`: behind an active licenseGuard. `helmet`: behind helmet().
- * - `guard-redis`: the same guard in cluster mode on a Redis store (`redisUrl`).
+ * - `guard-redis`: the same guard in cluster mode on a Redis store (`redisUrl`), on node-redis; `guard-ioredis`: on ioredis.
  * - `panels`: `panels` mode with HOSTED_COUNT panels (requests rotate over their hosts).
  * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
  * - `locked`: behind a locked licenseGuard (every request gets the lock page).
@@ -101,8 +109,9 @@ export async function buildApp({ variant, baseUrl, lockHtml, redisUrl }) {
   const app = baseApp();
   let guard;
   let redis;
-  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis') {
+  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis' || variant === 'guard-ioredis') {
     if (variant === 'guard-redis') redis = await redisStore(redisUrl);
+    if (variant === 'guard-ioredis') redis = await redisStore(redisUrl, 'ioredis');
     guard = guardFor(variant === 'locked' ? PANELS.locked : PANELS.active, baseUrl, redis?.store);
     const state = await guard.start();
     const expected = variant === 'locked' ? 'locked' : 'active';
@@ -125,5 +134,5 @@ export async function buildApp({ variant, baseUrl, lockHtml, redisUrl }) {
     throw new TypeError(`bench: unknown variant "${variant}"`);
   }
   mountHome(app);
-  return { app, close: () => guard?.close().then(() => redis?.client.close()) };
+  return { app, close: () => guard?.close().then(() => redis?.close()) };
 }

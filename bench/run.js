@@ -10,13 +10,20 @@ import { measureMetrics } from './metrics.js';
 import { measureOutbox } from './outbox.js';
 import { measureOutboxPanels } from './outbox-panels.js';
 import { measurePostgresOutbox } from './outbox-postgres.js';
+import { measureOutboxStores } from './outbox-stores.js';
 import { measurePanels } from './panels.js';
 import { measurePanelsProfile } from './panels-profile.js';
+import { measureRedisClients } from './redis-clients.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
-import { postgresAnswers, redisAnswers } from './services.js';
+import { mysqlAnswers, postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
 
 const quick = process.argv.includes('--quick');
+/** `--only=6b,12`: just those figures (printed, not written to results.json). */
+const only = process.argv
+  .find((arg) => arg.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 
 /**
  * Budget on 2 cores, about 2.5 minutes: request path 20 rounds x 4 variants x 1 s (~90 s),
@@ -40,6 +47,8 @@ const SETTINGS = quick
       outboxPanels: { count: 200, perPanel: 2, failing: 20, backlog: 500, rounds: 1, concurrency: 8 },
       metrics: { rounds: 2, rows: 1000 },
       delivery: { rounds: 1, count: 200 },
+      redisClients: { rounds: 2, seconds: 1, warmupSeconds: 1, connections: 32, calls: 400 },
+      stores: { rounds: 1, count: 100, concurrency: 4 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -54,11 +63,14 @@ const SETTINGS = quick
       outboxPanels: { count: 1000, perPanel: 5, failing: 100, backlog: 10_000, rounds: 5, concurrency: 8 },
       metrics: { rounds: 9, rows: 10_000 },
       delivery: { rounds: 5, count: 3000 },
+      redisClients: { rounds: 10, seconds: 1, warmupSeconds: 2, connections: 32, calls: 4000 },
+      stores: { rounds: 5, count: 500, concurrency: 4 },
     };
 
 const log = (line) => console.error(line);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
 async function main() {
   const started = performance.now();
@@ -75,6 +87,8 @@ async function main() {
   if (!redisUrl) log(`  Redis at ${REDIS_URL} did not answer: the cluster-mode figures are skipped (set REDIS_URL).`);
   const databaseUrl = (await postgresAnswers(DATABASE_URL)) ? DATABASE_URL : undefined;
   if (!databaseUrl) log('  PostgreSQL did not answer: the PostgreSQL outbox figures are skipped (set DATABASE_URL).');
+  const mysqlUrl = (await mysqlAnswers(MYSQL_URL)) ? MYSQL_URL : undefined;
+  if (!mysqlUrl) log('  MySQL/MariaDB did not answer: figure 12 runs without it (set MYSQL_URL).');
   const emulator = await startChild({ role: 'emulator' });
   const baseUrl = emulator.info.url;
   const figures = [];
@@ -97,14 +111,16 @@ async function main() {
       ['4. release delivery', () => measureOutbox({ emulator, ...SETTINGS.outbox, log })],
       ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
+      ...(redisUrl ? [['6b. cluster mode on ioredis', () => measureRedisClients({ baseUrl, redisUrl, ...SETTINGS.redisClients, log })]] : []),
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
+      ['12. the stores side by side', () => measureOutboxStores({ emulator, databaseUrl, mysqlUrl, ...SETTINGS.stores, log })],
       ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
     ];
-    for (const [name, measure] of steps) {
+    for (const [name, measure] of steps.filter(([name]) => !only || only.includes(name.split('.')[0]))) {
       const stepStart = performance.now();
       log(name);
       figures.push(...(await measure()));
@@ -115,7 +131,8 @@ async function main() {
   }
   const seconds = (performance.now() - started) / 1000;
   console.log(`\n${renderTable(figures)}\n\n${renderNotes()}\n\n${renderMachine(machine, seconds, pinned)}\n`);
-  if (!quick) writeResults(fileURLToPath(new URL('./results.json', import.meta.url)), { machine, settings: { ...SETTINGS, pinned }, figures, seconds });
+  if (!quick && !only)
+    writeResults(fileURLToPath(new URL('./results.json', import.meta.url)), { machine, settings: { ...SETTINGS, pinned }, figures, seconds });
   const missed = figures.filter((f) => f.met === false);
   if (missed.length > 0) {
     console.log(`Targets missed: ${missed.map((f) => f.id).join(', ')}`);
