@@ -32,12 +32,45 @@ async function connect(url = REDIS_URL): Promise<Connected> {
 }
 
 /** One instance of the panel: its own Redis connection, as a separate process would have. */
-async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}, url = REDIS_URL): Promise<LicenseGuard> {
-  const store = redisLicenseStore({ client: (await connect(url)).client, prefix });
+async function instance(
+  prefix: string,
+  options: Partial<LicenseGuardOptions> = {},
+  url = REDIS_URL,
+  wrap: (store: LicenseStore) => LicenseStore = (store) => store,
+): Promise<LicenseGuard> {
+  const store = wrap(redisLicenseStore({ client: (await connect(url)).client, prefix }));
   const guard = licenseGuard({ client: clientFor(emulator), store, schedule: EVERY_SECOND, jitterMs: 0, syncIntervalMs: 500, ...options });
   guard.on('error', (error) => errors.push(error));
   guards.push(guard);
   return guard;
+}
+
+/**
+ * Watches an instance's start-up store calls: the time from its first call to the end of its
+ * start-up lease (or of its first read, when that read already found a current verdict).
+ */
+function startupBudget() {
+  let first: number | undefined;
+  let firstRead: number | undefined;
+  let lease: number | undefined;
+  const wrap = (store: LicenseStore): LicenseStore => ({
+    ...store,
+    get: async (...args) => {
+      first ??= performance.now();
+      const value = await store.get(...args);
+      firstRead ??= performance.now();
+      return value;
+    },
+    acquire: async (...args) => {
+      first ??= performance.now();
+      const value = await store.acquire(...args);
+      lease ??= performance.now();
+      return value;
+    },
+    publish: (...args) => store.publish(...args),
+    subscribe: (...args) => store.subscribe(...args),
+  });
+  return { wrap, spentMs: () => (lease ?? firstRead ?? Number.POSITIVE_INFINITY) - (first ?? 0) };
 }
 
 const licenseCalls = () => emulator.requests.filter((request) => request.endpoint === 'license.php').length;
@@ -110,11 +143,18 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('licenseGuard({ store: redisLice
   describe('at start-up', () => {
     it('makes one start-up call for four instances started together', async () => {
       const prefix = newPrefix();
+      // The start-up lease is named by the minute: four start-ups straddling a minute take two.
+      while (Date.now() % 60_000 > 55_000) await sleep(250);
       // A far schedule: only start-up calls count here (an every-second slot may fire meanwhile).
-      const four = await Promise.all([1, 2, 3, 4].map(() => instance(prefix, { schedule: '0 0 1 1 *' })));
+      const budgets = [1, 2, 3, 4].map(() => startupBudget());
+      const four = await Promise.all(budgets.map(({ wrap }) => instance(prefix, { schedule: '0 0 1 1 *' }, REDIS_URL, wrap)));
       await Promise.all(four.map((guard) => guard.start()));
       expect(four.map((guard) => guard.state)).toEqual(['active', 'active', 'active', 'active']);
-      expect(licenseCalls()).toBe(1);
+      // By design an instance whose store calls overran their 250 ms start-up budget (a machine
+      // too busy to answer) checks on its own rather than wait: only those may add a call.
+      const slow = budgets.filter(({ spentMs }) => spentMs() >= 200).length;
+      expect(licenseCalls()).toBeGreaterThanOrEqual(1);
+      expect(licenseCalls()).toBeLessThanOrEqual(1 + slow);
     });
 
     it('adopts a current verdict without calling the mother', async () => {
