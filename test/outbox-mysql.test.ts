@@ -192,9 +192,10 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
     });
 
     it('refuse servers without SKIP LOCKED, by name', () => {
-      expect(() => checkServerVersion('5.7.44-log')).toThrow(/needs MySQL 8\.0 or later, or MariaDB 10\.6 or later .*this server is 5\.7\.44/);
+      expect(() => checkServerVersion('5.7.44-log')).toThrow(/needs MySQL 8\.0\.17 or later, or MariaDB 10\.6 or later .*this server is 5\.7\.44/);
       expect(() => checkServerVersion('10.5.23-MariaDB-1')).toThrow(/MariaDB 10\.6 or later/);
-      for (const fine of ['8.0.36', '8.4.0', '10.6.16-MariaDB', '10.11.19-MariaDB-0+deb12u1', '11.4.2-MariaDB'])
+      expect(() => checkServerVersion('8.0.16')).toThrow(/MySQL 8\.0\.17 or later/);
+      for (const fine of ['8.0.17', '8.0.36', '8.4.0', '10.6.16-MariaDB', '10.11.19-MariaDB-0+deb12u1', '11.4.2-MariaDB'])
         expect(() => checkServerVersion(fine)).not.toThrow();
     });
   });

@@ -103,6 +103,18 @@ describe.each(stores)('%s', (_name, create) => {
       expect(pending.map((r) => JSON.parse(r.body).release.title).sort()).toEqual(['other', 'v2']);
     });
 
+    it('tells apart tracks and panels that differ only by trailing spaces', async () => {
+      const store = make();
+      const plain = await store.enqueue(row('Song A', 'track-1'), T0);
+      const spaced = await store.enqueue(row('Song B', 'track-1 '), T0);
+      expect(spaced.deduplicated).toBeUndefined();
+      expect(spaced.id).not.toBe(plain.id);
+      await store.enqueue({ ...row('Other tenant'), panel: 'panel-a ' }, T0);
+      // panel-a's claim takes its own two rows, never those of "panel-a ".
+      const claimed = await claim(store);
+      expect(claimed.map((r) => JSON.parse(r.body).release.title).sort()).toEqual(['Song A', 'Song B']);
+    });
+
     it('always queues a release without remote_track_id', async () => {
       const store = make();
       const first = await store.enqueue(row('Same'), T0);

@@ -97,9 +97,10 @@ export async function inTransaction<T>(pool: MysqlPool, work: (connection: Mysql
 export const isRetriable = (error: unknown) => [1213, 1205].includes(Number((error as { errno?: unknown })?.errno));
 
 /** Times are epoch milliseconds (BIGINT), as in the other stores, so the row rules are shared. */
-function migrationV1({ table, tracks }: MysqlTableNames): string[] {
+function migrationV1({ table, tracks }: MysqlTableNames, collation: string): string[] {
   return [
-    // utf8mb4_bin: panels and track ids compare byte for byte, as in the other stores.
+    // A binary NO PAD collation: panels and track ids compare byte for byte, as in the other
+    // stores (utf8mb4_bin pads: "t-1 " would be the same track as "t-1", "acme " the same panel).
     // `pending_track` is the track while the row is pending (NULL otherwise): its unique index
     // keeps one pending row per panel and track, as PostgreSQL's partial index does.
     `CREATE TABLE IF NOT EXISTS ${table} (
@@ -125,26 +126,30 @@ function migrationV1({ table, tracks }: MysqlTableNames): string[] {
       UNIQUE KEY one_pending_per_track (panel, pending_track),
       KEY due (state, panel, next_attempt_at, id),
       KEY track (panel, remote_track_id, state, id)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='panel-license-guard release outbox'`,
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=${collation} COMMENT='panel-license-guard release outbox'`,
     `CREATE TABLE IF NOT EXISTS ${tracks} (
       panel           VARCHAR(200) NOT NULL,
       remote_track_id VARCHAR(500) NOT NULL,
       PRIMARY KEY (panel, remote_track_id)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='panel-license-guard outbox: one row per track, locked while its rows change'`,
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=${collation} COMMENT='panel-license-guard outbox: one row per track, locked while its rows change'`,
   ];
 }
 
 const MIGRATIONS = [migrationV1];
 
-/** The server, from `SELECT VERSION()`: claims need FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6). */
-export function checkServerVersion(version: string): void {
-  const [major = 0, minor = 0] = version.split(/[.-]/).map(Number);
+/**
+ * The server, from `SELECT VERSION()`: claims need FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB
+ * 10.6) and ids a binary NO PAD collation (MySQL 8.0.17). Returns that collation.
+ */
+export function checkServerVersion(version: string): string {
+  const [major = 0, minor = 0, patch = 0] = version.split(/[.-]/).map(Number);
   const mariadb = /mariadb/i.test(version);
-  const supported = mariadb ? major > 10 || (major === 10 && minor >= 6) : major >= 8;
+  const supported = mariadb ? major > 10 || (major === 10 && minor >= 6) : major > 8 || (major === 8 && (minor > 0 || patch >= 17));
   if (!supported)
     throw new Error(
-      `panel-license-guard: the MySQL outbox needs MySQL 8.0 or later, or MariaDB 10.6 or later (for FOR UPDATE SKIP LOCKED); this server is ${version}. Upgrade it, or use the SQLite or PostgreSQL store.`,
+      `panel-license-guard: the MySQL outbox needs MySQL 8.0.17 or later, or MariaDB 10.6 or later (for FOR UPDATE SKIP LOCKED and a NO PAD collation); this server is ${version}. Upgrade it, or use the SQLite or PostgreSQL store.`,
     );
+  return mariadb ? 'utf8mb4_nopad_bin' : 'utf8mb4_0900_bin';
 }
 
 const PRIVILEGE_ERRORS = new Set([1044, 1142, 1143, 1227, 1370]);
@@ -168,7 +173,7 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
  */
 export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
   await withConnection(pool, async (connection) => {
-    checkServerVersion(String(rowsOf(await connection.query('SELECT VERSION() AS version'))[0]?.version));
+    const collation = checkServerVersion(String(rowsOf(await connection.query('SELECT VERSION() AS version'))[0]?.version));
     const lock = `panel-license-guard:${names.shown}`.slice(0, 64);
     const [taken] = rowsOf(await connection.query('SELECT GET_LOCK(?, 30) AS taken', [lock]));
     if (Number(taken?.taken) !== 1) throw new Error(`panel-license-guard: another process held the migration lock of ${names.shown} for 30 s; try again.`);
@@ -192,7 +197,7 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
       for (const [index, migration] of MIGRATIONS.entries()) {
         if (index + 1 <= version) continue;
         // MySQL commits each DDL statement on its own: every statement is written to run again.
-        for (const statement of migration(names)) await connection.query(statement);
+        for (const statement of migration(names, collation)) await connection.query(statement);
         await connection.query(`INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
       }
     } catch (error) {
