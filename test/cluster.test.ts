@@ -391,5 +391,26 @@ describe('licenseGuard() store options', () => {
         ? [new IORedis({ lazyConnect: true }), new IORedis.Cluster([{ port: 1 }], { lazyConnect: true })]
         : [createClient(), createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })];
     for (const client of clients) expect(redisLicenseStore({ client }).kind).toBe('redis');
+    // The store connects an ioredis client made with lazyConnect (tested below): stop trying.
+    for (const client of clients) if (client instanceof IORedis || client instanceof IORedis.Cluster) client.disconnect();
+  });
+
+  it('refuses an ioredis client with keyPrefix (its SUBSCRIBE channels would not be prefixed)', () => {
+    const prefixed = new IORedis({ lazyConnect: true, keyPrefix: 'app:' });
+    expect(() => redisLicenseStore({ client: prefixed })).toThrow(/`client` is an ioredis client with keyPrefix "app:".*the store's `prefix` option/);
+    const cluster = new IORedis.Cluster([{ port: 1 }], { lazyConnect: true, keyPrefix: 'app:' });
+    expect(() => redisLicenseStore({ client: cluster })).toThrow(/keyPrefix "app:"/);
+  });
+
+  it.skipIf(!haveRedis)('connects an ioredis client made with lazyConnect, which would otherwise wait for a command forever', async () => {
+    const lazy = new IORedis(REDIS_URL, { lazyConnect: true });
+    try {
+      const store = redisLicenseStore({ client: lazy, prefix: newPrefix() });
+      await waitFor(() => lazy.status === 'ready', 'the lazy client connected', 5000);
+      await store.publish('verdict', 'sealed', 10_000);
+      expect(await store.get('verdict', 100)).toBe('sealed');
+    } finally {
+      lazy.disconnect();
+    }
   });
 });

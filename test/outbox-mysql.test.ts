@@ -111,6 +111,42 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
       await outbox.close();
     });
 
+    it('says so when a deadlock rolled back the caller’s whole transaction, rather than letting it go on', async () => {
+      const table = freshTable();
+      const store = mysqlOutboxStore({ pool: newPool(), table });
+      await store.migrate();
+      const callers = newPool();
+      const [one, two] = [await callers.getConnection(), await callers.getConnection()];
+      try {
+        for (const db of [one, two]) {
+          await db.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+          await db.beginTransaction();
+        }
+        // Two transactions take two tracks' locks in opposite orders: InnoDB picks a victim and
+        // rolls back all of its transaction, not just the store's savepoint.
+        await store.enqueue(newRow('{"x":1}', 'x'), 1000, { transaction: one });
+        await store.enqueue(newRow('{"y":1}', 'y'), 1000, { transaction: two });
+        const outcome = (promise: unknown) =>
+          Promise.resolve(promise).then(
+            () => 'ok',
+            (error: Error) => error.message,
+          );
+        const first = outcome(store.enqueue(newRow('{"y":2}', 'y'), 1001, { transaction: one }));
+        await sleep(200);
+        const second = outcome(store.enqueue(newRow('{"x":2}', 'x'), 1001, { transaction: two }));
+        const outcomes = await Promise.all([first, second]);
+        expect(outcomes.filter((text) => text === 'ok')).toHaveLength(1);
+        expect(outcomes.find((text) => text !== 'ok')).toMatch(
+          /your transaction ended while the release was being stored \(.*Deadlock.*run the whole transaction again/,
+        );
+      } finally {
+        for (const db of [one, two]) {
+          await db.rollback().catch(() => {});
+          db.release();
+        }
+      }
+    });
+
     it("sees a release another host committed after the caller's REPEATABLE READ snapshot began", async () => {
       const table = freshTable();
       const [mine, theirs] = [mysqlOutboxStore({ pool: newPool(), table }), mysqlOutboxStore({ pool: newPool(), table })];
@@ -201,6 +237,32 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
   });
 
   describe('when something is wrong', () => {
+    it('never writes through a session with NO_BACKSLASH_ESCAPES, where mysql2’s escaping is unsafe', async () => {
+      const table = freshTable();
+      // A title that ends its quotes when backslashes are not escapes.
+      const attack = { ...release("x', 'y', 'z', 'pending', 0, 0, 0, 0)#", 'attack') };
+      const unsafe = newPool();
+      unsafe.pool.on('connection', (connection) => connection.query("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"));
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store: mysqlOutboxStore({ pool: unsafe, table }), autoStart: false });
+      await expect(outbox.enqueue(attack)).rejects.toThrow(/the outbox's pool runs with NO_BACKSLASH_ESCAPES in sql_mode/);
+      await outbox.close();
+      // The caller's connection: refused, and the caller's transaction left as it was.
+      const store = mysqlOutboxStore({ pool: newPool(), table });
+      await store.migrate();
+      const db = await unsafe.getConnection();
+      try {
+        await db.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        await db.beginTransaction();
+        const caller = createReleaseOutbox({ client: clientFor(emulator), store, autoStart: false });
+        await expect(caller.enqueue(attack, { transaction: db })).rejects.toThrow(/your connection runs with NO_BACKSLASH_ESCAPES/);
+        await db.commit();
+        await caller.close();
+      } finally {
+        db.release();
+      }
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0 });
+    });
+
     it('says which privilege is missing, and what to grant', async () => {
       await admin.query(`DROP USER IF EXISTS '${NOPRIVS}'@'%'`);
       await admin.query(`CREATE USER '${NOPRIVS}'@'%'`);

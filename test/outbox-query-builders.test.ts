@@ -1,3 +1,5 @@
+import { CamelCasePlugin, type Kysely } from 'kysely';
+import mysqlCallback from 'mysql2';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -117,10 +119,11 @@ describe.each(COMBINATIONS)('$name', ({ builder, database, name }) => {
     if (database === 'postgres') {
       // A transaction-wide snapshot could miss a release another host just stored.
       await kit.transaction(async (trx) => {
-        await expect(outbox.enqueue(release(title('Snapshot')), { transaction: trx })).rejects.toThrow(/only enqueue in a READ COMMITTED transaction/);
+        await kit.insertOwn(trx, own, 'before the isolation refusal');
+        await expect(outbox.enqueue(release(title('Snapshot'), 'snap'), { transaction: trx })).rejects.toThrow(/only enqueue in a READ COMMITTED transaction/);
         await kit.insertOwn(trx, own, 'after the isolation refusal');
       }, 'repeatable read');
-      expect(await ownTitles(database, own)).toContain('after the isolation refusal');
+      expect(await ownTitles(database, own)).toEqual(expect.arrayContaining(['before the isolation refusal', 'after the isolation refusal']));
     }
     await kit.transaction((trx) => Promise.all([1, 2, 3].map((v) => outbox.enqueue(release(title(`v${v}`), 'one-track'), { transaction: trx }))));
     expect((await outbox.list({ state: 'pending' })).map((entry) => entry.release.title)).toEqual([title('v3')]);
@@ -137,6 +140,35 @@ describe.each(COMBINATIONS)('$name', ({ builder, database, name }) => {
       /a Knex transaction on .*a Kysely transaction.*a Drizzle transaction on/,
     );
     expect(await outbox.stats()).toMatchObject({ pending: 0, delivered: 0 });
+  });
+});
+
+describe.each(['postgres', 'mysql'] as const)('Kysely on %s', (database) => {
+  it.skipIf(!available[database])('serializes enqueues through copies of one transaction (withPlugin, withoutPlugins)', async () => {
+    const { kit, outbox } = await setUp('Kysely', database);
+    await kit.transaction(async (trx) => {
+      const one = trx as Kysely<unknown>;
+      // Each copy would run its own savepoint on the one connection, interleaved, without the turns.
+      const copies = [one, one.withPlugin(new CamelCasePlugin()), one.withoutPlugins(), one.withPlugin(new CamelCasePlugin())];
+      await Promise.all(copies.map((copy, i) => outbox.enqueue(release(`copy ${i} (${database})`, `copy-${i}`), { transaction: copy })));
+    });
+    expect((await outbox.list({ state: 'pending' })).map((entry) => entry.release.remote_track_id).sort()).toEqual(['copy-0', 'copy-1', 'copy-2', 'copy-3']);
+  });
+});
+
+describe.skipIf(!available.mysql)('a mysql2 callback connection', () => {
+  it('is joined through its promise() wrapper', async () => {
+    const { outbox } = await setUp('Knex', 'mysql');
+    const pool = mysqlCallback.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
+    cleanups.push(() => new Promise((done) => pool.end(done)));
+    const connection = await new Promise<mysqlCallback.PoolConnection>((done, fail) => pool.getConnection((error, got) => (error ? fail(error) : done(got))));
+    const db = connection.promise();
+    await db.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    await db.beginTransaction();
+    await outbox.enqueue(release('Through a callback connection', 'callback'), { transaction: connection });
+    await db.rollback();
+    connection.release();
+    expect(await outbox.stats()).toMatchObject({ pending: 0 });
   });
 });
 

@@ -2,6 +2,7 @@
 // or a transaction of Knex, Kysely or Drizzle. The store's statements then run on the very
 // connection that transaction runs on, so they commit or roll back with the caller's rows.
 // Anything else is refused with the list of what is accepted.
+import { describeError } from '../logger.js';
 import { shown } from '../options.js';
 import type { MysqlQueryable, MysqlResult } from './mysql-schema.js';
 import type { PgQueryable, PgQueryConfig } from './postgres-schema.js';
@@ -28,10 +29,14 @@ type Queryable<D extends SqlDialect> = D extends 'postgres' ? PgQueryable : Mysq
 const isQueryable = (value: unknown): boolean => typeof (value as { query?: unknown } | null)?.query === 'function';
 
 /**
- * The connection the store's statements run on for `transaction`, or a TypeError saying what is
- * accepted. One transaction always gives the same object, so enqueues on it take turns.
+ * Runs `work` on the connection `transaction` runs on, or rejects with a TypeError saying what is
+ * accepted. One transaction always gives the same connection object, so enqueues on it take turns.
  */
-export async function joinCallerTransaction<D extends SqlDialect>(transaction: unknown, dialect: D): Promise<Queryable<D>> {
+export async function onCallerTransaction<D extends SqlDialect, T>(
+  transaction: unknown,
+  dialect: D,
+  work: (connection: Queryable<D>) => Promise<T>,
+): Promise<T> {
   const library = LIBRARY_OF[dialect];
   if (isKnex(transaction)) {
     const driver = String(transaction.client?.driverName);
@@ -41,17 +46,21 @@ export async function joinCallerTransaction<D extends SqlDialect>(transaction: u
     if (transaction.isCompleted()) throw refused(dialect, 'is a Knex transaction that has already committed or rolled back');
     // Knex's transaction client hands out the one connection its transaction runs on.
     const connection = await transaction.client.acquireConnection();
-    return (dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>;
+    return work((dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>);
   }
   if (isKysely(transaction)) {
     if (transaction.isTransaction !== true)
       throw refused(dialect, 'is a Kysely instance, not a transaction: pass the `trx` of `db.transaction().execute(async (trx) => …)`');
-    const adapters = classNames(transaction.getExecutor().adapter);
+    const executor = transaction.getExecutor();
+    const adapters = classNames(executor.adapter);
     if (!adapters.includes(library.kysely))
       throw refused(dialect, `is a Kysely transaction with ${adapters[0] ?? 'an unknown adapter'}; this store needs ${library.kysely}`);
     if (transaction.isCommitted === true || transaction.isRolledBack === true)
       throw refused(dialect, 'is a Kysely transaction that has already committed or rolled back');
-    return kyselyConnection(transaction, dialect) as Queryable<D>;
+    // Holding the transaction's connection for the whole enqueue: Kysely runs nothing else on it
+    // meanwhile, not even through a copy of the transaction (withSchema, withPlugin), and refuses
+    // once the transaction has ended.
+    return executor.provideConnection((connection) => work(kyselyConnection(connection, dialect) as Queryable<D>));
   }
   const kinds = drizzleKinds(transaction);
   if (kinds.length > 0) {
@@ -61,9 +70,12 @@ export async function joinCallerTransaction<D extends SqlDialect>(transaction: u
     if (!kinds.includes(library.drizzle) || !isQueryable(client))
       throw refused(dialect, `is a Drizzle transaction of ${kinds[0]}; this store joins Drizzle transactions on ${library.driver}`);
     // Drizzle runs a transaction on one client of the driver (its session's), in BEGIN.
-    return client as Queryable<D>;
+    return work(client as Queryable<D>);
   }
-  if (isQueryable(transaction)) return transaction as Queryable<D>;
+  // mysql2's callback connection (createConnection() from 'mysql2'): its promise() wrapper talks on it.
+  if (dialect === 'mysql' && typeof (transaction as { promise?: unknown } | null)?.promise === 'function')
+    return work(promiseConnection(transaction) as Queryable<D>);
+  if (isQueryable(transaction)) return work(transaction as Queryable<D>);
   throw refused(dialect, `is not a transaction this store can join (received ${describe(transaction)})`);
 }
 
@@ -76,18 +88,20 @@ interface KnexLike {
 const isKnex = (value: unknown): value is KnexLike =>
   typeof value === 'function' && typeof (value as Partial<KnexLike>).client?.acquireConnection === 'function';
 
+/** A connection as Kysely's drivers give it: the compiled query in, the rows (or counts) out. */
+interface KyselyConnection {
+  executeQuery(query: object): Promise<{ rows: Record<string, unknown>[]; numAffectedRows?: bigint; insertId?: bigint }>;
+}
 interface KyselyLike {
   isTransaction: boolean;
   isCommitted?: boolean;
   isRolledBack?: boolean;
-  getExecutor(): { adapter: unknown };
-  withoutPlugins(): KyselyLike;
-  executeQuery(query: object): Promise<{ rows: Record<string, unknown>[]; numAffectedRows?: bigint; insertId?: bigint }>;
+  getExecutor(): { adapter: unknown; provideConnection<T>(consumer: (connection: KyselyConnection) => Promise<T>): Promise<T> };
 }
 const isKysely = (value: unknown): value is KyselyLike =>
-  typeof (value as KyselyLike | null)?.executeQuery === 'function' &&
+  typeof (value as { executeQuery?: unknown } | null)?.executeQuery === 'function' &&
   typeof (value as KyselyLike).getExecutor === 'function' &&
-  typeof (value as KyselyLike).withoutPlugins === 'function';
+  typeof (value as KyselyLike).getExecutor().provideConnection === 'function';
 
 /** The names of the classes `value` is an instance of, nearest first. */
 function classNames(value: unknown): string[] {
@@ -123,18 +137,17 @@ function promiseConnection(connection: unknown): MysqlQueryable {
   return wrapped;
 }
 
-// Kysely gives no connection: statements go through the transaction itself, without the
-// caller's plugins (CamelCasePlugin would rename the columns the store reads), answered in the
-// driver's own shapes.
+// Kysely gives its own connection, not the driver's: statements go through it as Kysely's
+// drivers take them (the caller's plugins never see them: CamelCasePlugin would rename the
+// columns the store reads), answered in the driver's own shapes.
 const kyselyConnections = new WeakMap<object, PgQueryable | MysqlQueryable>();
-function kyselyConnection(transaction: KyselyLike, dialect: SqlDialect): PgQueryable | MysqlQueryable {
-  const known = kyselyConnections.get(transaction);
+function kyselyConnection(connection: KyselyConnection, dialect: SqlDialect): PgQueryable | MysqlQueryable {
+  const known = kyselyConnections.get(connection);
   if (known) return known;
-  const bare = transaction.withoutPlugins();
   // What CompiledQuery.raw() makes: the drivers read `sql` and `parameters`.
   const run = (sql: string, parameters: unknown[] = []) =>
-    bare.executeQuery({ sql, parameters, query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] }, queryId: { queryId: 'panel-license-guard' } });
-  const connection: PgQueryable | MysqlQueryable =
+    connection.executeQuery({ sql, parameters, query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] }, queryId: { queryId: 'panel-license-guard' } });
+  const queryable: PgQueryable | MysqlQueryable =
     dialect === 'postgres'
       ? {
           async query(query: string | PgQueryConfig, values?: unknown[]) {
@@ -147,10 +160,31 @@ function kyselyConnection(transaction: KyselyLike, dialect: SqlDialect): PgQuery
           async query(sql: string, values?: unknown[]): Promise<MysqlResult> {
             const result = await run(sql, values);
             if (result.numAffectedRows === undefined) return [result.rows, undefined];
-            // A write: the header mysql2 gives (Kysely keeps no server status; the store asks instead).
+            // A write: the header mysql2 gives, but for the server status, which Kysely keeps not.
             return [{ affectedRows: Number(result.numAffectedRows), insertId: Number(result.insertId ?? 0) }, undefined];
           },
         };
-  kyselyConnections.set(transaction, connection);
-  return connection;
+  kyselyConnections.set(connection, queryable);
+  return queryable;
 }
+
+/**
+ * Undoes the store's statements in the caller's transaction after `error`, leaving it usable. When
+ * that fails the transaction is gone (MySQL rolls all of it back on a deadlock; or it ended while
+ * the enqueue ran): the error then says so, since carrying on would commit the caller's later
+ * statements on their own.
+ */
+export async function undoToSavepoint(connection: { query(sql: string): Promise<unknown> }, savepoint: string, error: unknown): Promise<unknown> {
+  try {
+    await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`);
+    return error;
+  } catch {
+    return new Error(
+      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited). Do not go on with it: run the whole transaction again.`,
+      { cause: error },
+    );
+  }
+}
+
+/** The server status flag of an open transaction (SERVER_STATUS_IN_TRANS). */
+export const IN_TRANSACTION = 1;

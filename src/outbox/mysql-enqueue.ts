@@ -1,14 +1,14 @@
 // Enqueueing on MySQL/MariaDB: in a transaction of its own, or inside the caller's open
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
-import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf } from './mysql-schema.js';
+import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
+import { headerOf, type MysqlQueryable, type MysqlTableNames, NO_BACKSLASH_ESCAPES, noBackslashEscapes, rowsOf } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
 /** The server's "in a transaction" status flag (SERVER_STATUS_IN_TRANS) in every OK packet. */
-const IN_TRANSACTION = 1;
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -83,21 +83,25 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
         cause: error,
       });
     }
-    // A connection reached through Kysely answers without the server's status: ask the server.
-    const open =
-      status === undefined ? Number(rowsOf(await connection.query('SELECT @@in_transaction AS open'))[0]?.open) === 1 : (status & IN_TRANSACTION) !== 0;
-    if (!open)
+    // Through Kysely the answer carries no server status: its transaction is open (Kysely refuses
+    // one that has ended), and the session's sql_mode is asked for.
+    const flags =
+      status ?? IN_TRANSACTION | (/NO_BACKSLASH_ESCAPES/.test(String(rowsOf(await connection.query(sql.sqlMode))[0]?.mode)) ? NO_BACKSLASH_ESCAPES : 0);
+    if ((flags & IN_TRANSACTION) === 0)
       throw new TypeError(
         'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows.',
       );
+    if (flags & NO_BACKSLASH_ESCAPES) {
+      await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
+      throw noBackslashEscapes('your connection');
+    }
     try {
       await assertTableThrough(connection);
       const result = await enqueueWith(connection, row, now);
       await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {
-      await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
-      throw error;
+      throw await undoToSavepoint(connection, savepoint, error);
     }
   }
 

@@ -10,7 +10,7 @@ const UNREACHABLE = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENE
 function codeOf(error: unknown): OutboxDatabaseErrorCode | undefined {
   const { errno, code } = (error ?? {}) as { errno?: unknown; code?: unknown };
   // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR at login; ER_BAD_DB_ERROR.
-  if (Number(errno) === 1045) return 'OUTBOX_DATABASE_LOGIN';
+  if (Number(errno) === 1045 || Number(errno) === 1698) return 'OUTBOX_DATABASE_LOGIN';
   if (Number(errno) === 1049) return 'OUTBOX_DATABASE_MISSING';
   const message = error instanceof Error ? error.message : '';
   return UNREACHABLE.test(`${String(code ?? '')} ${message}`) ? 'OUTBOX_DATABASE_UNREACHABLE' : undefined;

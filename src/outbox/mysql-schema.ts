@@ -24,6 +24,20 @@ export const rowsOf = ([rows]: MysqlResult) => rows as Row[];
 export const headerOf = ([header]: MysqlResult) => header as { affectedRows: number; insertId: number; serverStatus?: number };
 
 export const SCHEMA_VERSION = 1;
+
+/** The server status flag of a session whose sql_mode has NO_BACKSLASH_ESCAPES. */
+export const NO_BACKSLASH_ESCAPES = 0x200;
+
+/**
+ * mysql2 puts values into statements itself, escaping quotes with backslashes; under
+ * NO_BACKSLASH_ESCAPES the server reads those backslashes as text, and a title could end its
+ * quotes and write SQL of its own. So such a session is refused, never written to.
+ */
+export function noBackslashEscapes(whose: string): Error {
+  return new Error(
+    `panel-license-guard: ${whose} runs with NO_BACKSLASH_ESCAPES in sql_mode, under which mysql2's escaping of values is unsafe (a release's text could end its quotes and run SQL). Remove it from sql_mode for these connections (e.g. SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')).`,
+  );
+}
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
 
 /** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
@@ -75,7 +89,8 @@ export async function inTransaction<T>(pool: MysqlPool, work: (connection: Mysql
   for (let attempt = 1; ; attempt++) {
     try {
       return await withConnection(pool, async (connection) => {
-        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        const status = headerOf(await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED')).serverStatus ?? 0;
+        if (status & NO_BACKSLASH_ESCAPES) throw noBackslashEscapes("the outbox's pool");
         await connection.query('START TRANSACTION');
         try {
           const result = await work(connection);
@@ -173,7 +188,9 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
  */
 export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
   await withConnection(pool, async (connection) => {
-    const collation = checkServerVersion(String(rowsOf(await connection.query('SELECT VERSION() AS version'))[0]?.version));
+    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.sql_mode AS mode'));
+    const collation = checkServerVersion(String(server?.version));
+    if (/NO_BACKSLASH_ESCAPES/.test(String(server?.mode))) throw noBackslashEscapes("the outbox's pool");
     const lock = `panel-license-guard:${names.shown}`.slice(0, 64);
     const [taken] = rowsOf(await connection.query('SELECT GET_LOCK(?, 30) AS taken', [lock]));
     if (Number(taken?.taken) !== 1) throw new Error(`panel-license-guard: another process held the migration lock of ${names.shown} for 30 s; try again.`);

@@ -35,6 +35,7 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // A track's lock: its row in the tracks table, taken (created if missing) and held until the
     // transaction ends, as PostgreSQL's transaction-scoped advisory lock is.
     lockTrack: `INSERT INTO ${tracks} (panel, remote_track_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE panel = VALUES(panel)`,
+    sqlMode: 'SELECT @@SESSION.sql_mode AS mode',
     // Locking reads, after the track's lock: they read what is committed now, whatever the
     // transaction's isolation level (a caller's REPEATABLE READ snapshot may be older).
     newestPending: `SELECT id, content_hash FROM ${t} WHERE panel = ? AND pending_track = ? FOR UPDATE`,

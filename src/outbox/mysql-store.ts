@@ -1,7 +1,7 @@
 // The outbox store on MySQL 8 / MariaDB 10.6+: shared by any number of hosts, claims with FOR
 // UPDATE SKIP LOCKED, and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
-import { joinCallerTransaction } from './caller-transaction.js';
+import { onCallerTransaction } from './caller-transaction.js';
 import { gatherHeads, pickFairly } from './fair-claim.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
 import { databaseFailure } from './mysql-errors.js';
@@ -142,7 +142,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     enqueue(row, nowMs, enqueueOptions?: EnqueueOptions) {
       const transaction = enqueueOptions?.transaction;
       if (transaction === undefined) return enqueuer.alone(row, nowMs);
-      return joinCallerTransaction(transaction, 'mysql').then((connection) => enqueuer.inCallerTransaction(connection, row, nowMs));
+      return onCallerTransaction(transaction, 'mysql', (connection) => enqueuer.inCallerTransaction(connection, row, nowMs));
     },
     claimDue: (request) =>
       inTransaction(async (connection) => {

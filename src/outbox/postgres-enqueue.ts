@@ -1,5 +1,6 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
+import { undoToSavepoint } from './caller-transaction.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
@@ -97,8 +98,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
       await client.query(`RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {
-      await client.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
-      throw error;
+      throw await undoToSavepoint(client, savepoint, error);
     }
   }
 

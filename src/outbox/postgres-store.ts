@@ -1,7 +1,7 @@
 // The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
 // and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
-import { joinCallerTransaction } from './caller-transaction.js';
+import { onCallerTransaction } from './caller-transaction.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
 import { databaseFailure } from './postgres-errors.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
@@ -150,7 +150,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
-        return joinCallerTransaction(transaction, 'postgres').then((client) => enqueuer.inCallerTransaction(client, row, nowMs));
+        return onCallerTransaction(transaction, 'postgres', (client) => enqueuer.inCallerTransaction(client, row, nowMs));
       }
       return enqueuer.alone(row, nowMs);
     },

@@ -135,6 +135,9 @@ function nodeRedisConnection(
 function ioredisConnection(client: IORedisClient): RedisConnection {
   // ioredis prints an unhandled 'error' event to the console; failures reach the guard as rejections.
   client.on('error', ignore);
+  // A client made with lazyConnect waits for its first command, which the store never sends
+  // while the client is not ready: connect it.
+  if (client.status === 'wait') client.connect().catch(ignore);
   return {
     kind: client.isCluster ? 'ioredis cluster' : 'ioredis',
     ready: () => client.status === 'ready',

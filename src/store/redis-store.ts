@@ -40,6 +40,16 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
   rejectUnknownOptions('redisLicenseStore', options, ['client', 'prefix', 'commandTimeoutMs'], problems);
   const connection = redisConnection(options.client);
   if (!connection) problems.add(optionError('client', 'is not a Redis client this store can use', ACCEPTED_CLIENTS));
+  // ioredis prefixes the keys of commands but not the channels of SUBSCRIBE: changes published
+  // under a prefixed key would never reach the subscribers.
+  else if (keyPrefixOf(options.client))
+    problems.add(
+      optionError(
+        'client',
+        `is an ioredis client with keyPrefix ${JSON.stringify(keyPrefixOf(options.client))}`,
+        "Leave keyPrefix out of this client and pass it as the store's `prefix` option.",
+      ),
+    );
   const prefix = options.prefix ?? 'panel-license:';
   if (typeof prefix !== 'string' || prefix.length > 200 || /[\s\p{Cc}]/u.test(prefix))
     problems.add(optionError('prefix', 'must be a string of at most 200 characters without spaces or control characters', 'Pass e.g. "prod:panel-license:".'));
@@ -142,4 +152,11 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
       };
     },
   };
+}
+
+/** An ioredis client's `keyPrefix` option (a Cluster keeps it in its options, or in its redisOptions). */
+function keyPrefixOf(client: unknown): string | undefined {
+  const options = (client as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } } | null)?.options;
+  const prefix = options?.keyPrefix ?? options?.redisOptions?.keyPrefix;
+  return typeof prefix === 'string' && prefix !== '' ? prefix : undefined;
 }
