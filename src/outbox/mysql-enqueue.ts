@@ -2,24 +2,19 @@
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
-import { headerOf, isRetriable, type MysqlQueryable, type MysqlTableNames, NO_BACKSLASH_ESCAPES, noBackslashEscapes, rowsOf } from './mysql-schema.js';
+import { headerOf, type MysqlQueryable, type MysqlTableNames, NO_BACKSLASH_ESCAPES, noBackslashEscapes, rowsOf } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
-const DUPLICATE_KEY = 1062;
-/** Rounds of read-and-write when another host inserts the track's pending row in between. */
-const MAX_ROUNDS = 3;
-const isDuplicate = (error: unknown) => Number((error as { errno?: unknown } | null)?.errno) === DUPLICATE_KEY;
+/** The server's "in a transaction" status flag (SERVER_STATUS_IN_TRANS) in every OK packet. */
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
   sql: MysqlStatements;
   ready(): Promise<void>;
   inTransaction<T>(work: (connection: MysqlQueryable) => Promise<T>): Promise<T>;
-  /** Runs `work` on one connection of the pool, outside any transaction (each statement commits). */
-  onConnection<T>(work: (connection: MysqlQueryable) => Promise<T>): Promise<T>;
 }
 
 export interface MysqlEnqueuer {
@@ -31,54 +26,25 @@ export interface MysqlEnqueuer {
   idle(): Promise<void>;
 }
 
-export function createMysqlEnqueuer({ names, sql, ready, inTransaction, onConnection: autocommit }: MysqlEnqueueContext): MysqlEnqueuer {
+export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<MysqlEnqueueContext, 'pool'>): MysqlEnqueuer {
   let tableKnown = false;
   let savepoints = 0;
   const onConnection = connectionTurns<MysqlQueryable>();
 
-  /**
-   * The rules, applied to what is committed now, under the track's lock (held to the
-   * transaction's end). A host inserting the track's first row in one statement (insertIfNew)
-   * takes no lock: when its row lands between our read and our insert, the one-pending-row
-   * index refuses ours, and we read again.
-   */
+  /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
   async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const { panel, remoteTrackId: track } = row;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now));
     await connection.query(sql.lockTrack, [panel, track]);
-    for (let round = 1; ; round++) {
-      const [pending] = rowsOf(await connection.query(sql.newestPending, [panel, track]));
-      const [delivered] = rowsOf(await connection.query(sql.latestDelivered, [panel, track]));
-      const plan = planEnqueue(
-        row,
-        pending && { id: Number(pending.id), contentHash: pending.content_hash as string },
-        delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) },
-      );
-      if (plan.action === 'replace-pending') await connection.query(sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
-      if (plan.action !== 'insert') return enqueueResult(plan, undefined);
-      try {
-        return enqueueResult(plan, await insertPending(connection, row, now));
-      } catch (error) {
-        // MySQL undoes the failed statement alone: the transaction goes on.
-        if (!isDuplicate(error) || round === MAX_ROUNDS) throw error;
-      }
-    }
-  }
-
-  /** The first row of a track, in one statement at READ COMMITTED; undefined when the track has rows (or got one meanwhile). */
-  async function insertIfNew(row: NewOutboxRow, now: number): Promise<number | undefined> {
-    const { panel, remoteTrackId: track, body, contentHash } = row;
-    try {
-      return await autocommit(async (connection) => {
-        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
-        const inserted = headerOf(await connection.query(sql.insertIfNew, [panel, track, body, contentHash, now, now, now, panel, track]));
-        return inserted.affectedRows === 1 ? Number(inserted.insertId) : undefined;
-      });
-    } catch (error) {
-      // Another host's pending row of the track, or a lock conflict: the locked path decides.
-      if (isDuplicate(error) || isRetriable(error)) return undefined;
-      throw error;
-    }
+    const [pending] = rowsOf(await connection.query(sql.newestPending, [panel, track]));
+    const [delivered] = rowsOf(await connection.query(sql.latestDelivered, [panel, track]));
+    const plan = planEnqueue(
+      row,
+      pending && { id: Number(pending.id), contentHash: pending.content_hash as string },
+      delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) },
+    );
+    if (plan.action === 'replace-pending') await connection.query(sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
+    return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now) : undefined);
   }
 
   async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<number> {
@@ -143,16 +109,8 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction, onConnec
   // stores (between hosts, the track's lock orders them). Different tracks go side by side.
   const byTrack = trackTurns();
   function enqueueAlone(row: NewOutboxRow, now: number): Promise<EnqueueResult> {
-    // Without a track there are no rules to apply: one INSERT, committed on its own.
-    if (row.remoteTrackId === undefined)
-      return ready().then(() => autocommit((connection) => insertPending(connection, row, now)).then((id) => enqueueResult({ action: 'insert' }, id)));
-    const run = async () => {
-      await ready();
-      const fresh = await insertIfNew(row, now);
-      if (fresh !== undefined) return enqueueResult({ action: 'insert' }, fresh);
-      return inTransaction((connection) => enqueueWith(connection, row, now));
-    };
-    return byTrack.run(`${row.panel}\n${row.remoteTrackId}`, run);
+    const run = () => ready().then(() => inTransaction((connection) => enqueueWith(connection, row, now)));
+    return row.remoteTrackId === undefined ? run() : byTrack.run(`${row.panel}\n${row.remoteTrackId}`, run);
   }
 
   return {

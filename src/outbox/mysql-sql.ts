@@ -44,11 +44,6 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     replacePayload: `UPDATE ${t} SET body = ?, content_hash = ?, updated_at = ? WHERE id = ? AND state = 'pending'`,
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?)`,
-    // A track with no row yet, in one statement (most uploads): inserted only while the track has
-    // none, read from a derived table (MySQL refuses the target table in a WHERE subquery). Values:
-    // panel, track, body, hash, now, created, updated, panel, track.
-    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      SELECT ?, ?, ?, ?, 'pending', 0, ${now}, ?, ? FROM (SELECT COUNT(*) AS n FROM ${t} WHERE panel = ? AND remote_track_id = ?) AS found WHERE found.n = 0`,
     // One panel's due rows, oldest due first, skipping rows another host is claiming; a track's
     // newer pending row waits for its older one. Values: panel, now, now, exclude, limit.
     claim: `SELECT ${COLUMNS} FROM ${t} AS candidate

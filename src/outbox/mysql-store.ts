@@ -17,7 +17,6 @@ import {
   type Row,
   rowsOf,
   validIdentifier,
-  withConnection,
 } from './mysql-schema.js';
 import { claimedRow, idList, mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
@@ -82,7 +81,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     await ready();
     return inTransactionOn(pool, work);
   };
-  const enqueuer = createMysqlEnqueuer({ names, sql, ready, inTransaction, onConnection: (work) => withConnection(pool, work) });
+  const enqueuer = createMysqlEnqueuer({ names, sql, ready, inTransaction });
   const query = async (text: string, values: unknown[]) => {
     await ready();
     return pool.query(text, values);
