@@ -400,6 +400,8 @@ describe('licenseGuard() store options', () => {
     expect(() => redisLicenseStore({ client: prefixed })).toThrow(/`client` is an ioredis client with keyPrefix "app:".*the store's `prefix` option/);
     const cluster = new IORedis.Cluster([{ port: 1 }], { lazyConnect: true, keyPrefix: 'app:' });
     expect(() => redisLicenseStore({ client: cluster })).toThrow(/keyPrefix "app:"/);
+    const buffered = new IORedis({ lazyConnect: true, keyPrefix: Buffer.from('bin:') as unknown as string });
+    expect(() => redisLicenseStore({ client: buffered })).toThrow(/keyPrefix "bin:"/);
   });
 
   it.skipIf(!haveRedis)('connects an ioredis client made with lazyConnect, which would otherwise wait for a command forever', async () => {

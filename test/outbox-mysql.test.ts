@@ -237,6 +237,12 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
   });
 
   describe('when something is wrong', () => {
+    it('refuses a pool whose sessions run with autocommit off (its single statements would never commit)', async () => {
+      const pool = newPool();
+      pool.pool.on('connection', (connection) => connection.query('SET autocommit = 0'));
+      await expect(mysqlOutboxStore({ pool, table: freshTable() }).migrate()).rejects.toThrow(/runs with autocommit off/);
+    });
+
     it('never writes through a session with NO_BACKSLASH_ESCAPES, where mysql2’s escaping is unsafe', async () => {
       const table = freshTable();
       // A title that ends its quotes when backslashes are not escapes.

@@ -180,7 +180,7 @@ export async function undoToSavepoint(connection: { query(sql: string): Promise<
     return error;
   } catch {
     return new Error(
-      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited). Do not go on with it: run the whole transaction again.`,
+      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited: its statements may then have run on their own, outside it; see outbox.list()). Do not go on with it: run the whole transaction again.`,
       { cause: error },
     );
   }

@@ -109,7 +109,8 @@ export async function inTransaction<T>(pool: MysqlPool, work: (connection: Mysql
 }
 
 /** A deadlock (1213) or a lock wait timeout (1205): the transaction can simply run again. */
-export const isRetriable = (error: unknown) => [1213, 1205].includes(Number((error as { errno?: unknown })?.errno));
+// Deadlock, lock wait timeout, and MariaDB's auto-increment lock failing the same way (1467).
+export const isRetriable = (error: unknown) => [1213, 1205, 1467].includes(Number((error as { errno?: unknown })?.errno));
 
 /** Times are epoch milliseconds (BIGINT), as in the other stores, so the row rules are shared. */
 function migrationV1({ table, tracks }: MysqlTableNames, collation: string): string[] {
@@ -188,9 +189,14 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
  */
 export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
   await withConnection(pool, async (connection) => {
-    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.sql_mode AS mode'));
+    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.sql_mode AS mode, @@SESSION.autocommit AS autocommit'));
     const collation = checkServerVersion(String(server?.version));
     if (/NO_BACKSLASH_ESCAPES/.test(String(server?.mode))) throw noBackslashEscapes("the outbox's pool");
+    // The store's single statements (an outcome, a lease handed back) must commit on their own.
+    if (Number(server?.autocommit) === 0)
+      throw new Error(
+        "panel-license-guard: the outbox's pool runs with autocommit off, so the store's single statements (recording a delivery, handing a lease back) would never commit. Leave autocommit on for this pool (mysql2's default).",
+      );
     const lock = `panel-license-guard:${names.shown}`.slice(0, 64);
     const [taken] = rowsOf(await connection.query('SELECT GET_LOCK(?, 30) AS taken', [lock]));
     if (Number(taken?.taken) !== 1) throw new Error(`panel-license-guard: another process held the migration lock of ${names.shown} for 30 s; try again.`);

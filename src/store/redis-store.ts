@@ -158,5 +158,7 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
 function keyPrefixOf(client: unknown): string | undefined {
   const options = (client as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } } | null)?.options;
   const prefix = options?.keyPrefix ?? options?.redisOptions?.keyPrefix;
+  // ioredis takes a Buffer too (and prefixes commands with it, not SUBSCRIBE).
+  if (Buffer.isBuffer(prefix) && prefix.length > 0) return prefix.toString();
   return typeof prefix === 'string' && prefix !== '' ? prefix : undefined;
 }
