@@ -1,0 +1,133 @@
+// licenseConsole(): the operator's pages, mounted in the panel's own app. It reads the guard and
+// the outbox through their public API and the package's own instruments (as the metrics do), and
+// acts only through them: check now, retry a dead release, retry a panel's dead releases.
+import express, { type Request, type Response, type Router } from 'express';
+import type { LicenseGuard } from '../guard/guard-api.js';
+import { type GuardInstruments, TELEMETRY } from '../guard/telemetry.js';
+import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OUTBOX_TELEMETRY, type OutboxTelemetry } from '../outbox/events.js';
+import type { ReleaseOutbox } from '../outbox/outbox.js';
+import { ConsoleActivity } from './activity.js';
+import { escapeHtml, type PageContext, page } from './layout.js';
+import { type PanelsSource, panelPage, panelsList, panelsQuery, statusOf } from './panels-page.js';
+import { releasePage, releasesList, releasesQuery } from './releases-page.js';
+import { type Authorize, authorizing, csrfToken, pageHeaders, validAction } from './security.js';
+
+export interface LicenseConsoleOptions {
+  /** The guard whose panels the console shows (one panel, or `panels` by host). @default none: no panels pages */
+  guard?: LicenseGuard;
+  /** The outbox whose releases the console shows and retries. @default none: no releases pages */
+  outbox?: ReleaseOutbox;
+  /**
+   * Required: who may use the console, asked on every request. Return true to let the request in;
+   * false answers 401, and 403 answers 403 (a signed-in user who may not). Nothing else is said.
+   */
+  authorize: Authorize;
+}
+
+/** The console's router; `close()` stops it listening to the guard and the outbox. */
+export interface LicenseConsole extends Router {
+  close(): void;
+}
+
+/** What an action did, said on the page it leads back to (fixed texts: nothing from the URL is shown). */
+const NOTICES: Record<string, string> = {
+  checked: 'Checked now.',
+  retried: 'The release is pending again: the worker sends it at its next poll.',
+  'not-dead': 'That release is not dead (any more): nothing to retry.',
+  'retried-all': 'Every dead release shown is pending again (a release whose track has a newer one stays dead).',
+};
+
+export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
+  if (typeof options !== 'object' || options === null)
+    throw optionError('options', 'must be an object', 'Pass { guard, outbox, authorize: (req) => req.user?.isAdmin === true }.');
+  const problems = new OptionProblems();
+  rejectUnknownOptions('licenseConsole', options, ['guard', 'outbox', 'authorize'], problems);
+  if (typeof options.authorize !== 'function')
+    problems.add(
+      optionError('authorize', 'is required: the console shows releases and can retry them', 'Pass e.g. authorize: (req) => req.user?.isAdmin === true.'),
+    );
+  const instruments = (options.guard as { [TELEMETRY]?: GuardInstruments } | undefined)?.[TELEMETRY];
+  if (options.guard !== undefined && instruments === undefined)
+    problems.add(optionError('guard', 'is not a guard made by licenseGuard()', 'Pass the guard you mount in the app.'));
+  const outboxTelemetry = (options.outbox as { [OUTBOX_TELEMETRY]?: OutboxTelemetry } | undefined)?.[OUTBOX_TELEMETRY];
+  if (options.outbox !== undefined && outboxTelemetry === undefined)
+    problems.add(optionError('outbox', 'is not an outbox made by createReleaseOutbox()', 'Pass the outbox your upload route enqueues to.'));
+  if (options.guard === undefined && options.outbox === undefined)
+    problems.add(optionError('guard', 'and `outbox` are both missing: nothing to show', 'Pass at least one of them.'));
+  problems.throwIfAny('licenseConsole');
+
+  const { guard, outbox, authorize } = options;
+  const activity = new ConsoleActivity(Date.now);
+  const stops = [instruments?.telemetry.onCheck((record) => activity.check(record)), outboxTelemetry?.observe((event) => activity.outbox(event))];
+  const panels: PanelsSource | undefined = guard && instruments && { guard, instruments, activity };
+
+  const router = express.Router() as LicenseConsole;
+  router.use(authorizing(authorize));
+  router.use(express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 10 }));
+  const contextOf = (req: Request, res: Response): PageContext => ({ base: req.baseUrl, csrf: csrfToken(req, res), nonce: pageHeaders(res), now: Date.now() });
+  const show = (req: Request, res: Response, title: string, here: 'panels' | 'releases', body: (ctx: PageContext) => string | Promise<string>) => {
+    const ctx = contextOf(req, res);
+    return Promise.resolve(body(ctx)).then((html) => res.type('html').send(page(ctx, title, here, html)));
+  };
+  const notice = (req: Request) => NOTICES[String(req.query.done)];
+  const back = (req: Request, res: Response, path: string, done: string) =>
+    res.redirect(303, `${req.baseUrl}${path}${path.includes('?') ? '&' : '?'}done=${done}`);
+  const refuse = (res: Response) => res.status(403).type('text/plain').send('This action needs the console’s own form (its token was missing or wrong).');
+  const missing = (req: Request, res: Response, what: string) =>
+    show(req, res, 'Not here', 'panels', () => `<h1>Not here</h1><p class="muted">${escapeHtml(what)}</p>`).then(() => undefined);
+
+  router.get('/', (req, res, next) => {
+    if (!panels) return res.redirect(303, `${req.baseUrl}/releases`);
+    show(req, res, 'Panels', 'panels', (ctx) => panelsList(ctx, panels, panelsQuery(req.query))).catch(next);
+  });
+  router.get('/panels/:panel', (req, res, next) => {
+    if (!panels) return void missing(req, res, 'This console shows no guard.').catch(next);
+    const panel = String(req.params.panel);
+    show(req, res, `Panel ${panel}`, 'panels', (ctx) => panelPage(ctx, panels, panel, notice(req))).catch(next);
+  });
+  router.post('/panels/:panel/refresh', (req, res, next) => {
+    if (!validAction(req)) return void refuse(res);
+    const panel = String(req.params.panel);
+    const found = panels && statusOf(panels, panel);
+    if (!panels || !found) return void missing(req, res, 'This instance has no such panel in memory.').catch(next);
+    const checked = found.host === undefined ? panels.guard.refresh() : panels.guard.refresh(found.host);
+    checked.then(() => back(req, res, `/panels/${encodeURIComponent(panel)}`, 'checked'), next);
+  });
+  router.get('/releases', (req, res, next) => {
+    if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
+    show(req, res, 'Releases', 'releases', (ctx) => releasesList(ctx, outbox, activity, releasesQuery(req.query), notice(req))).catch(next);
+  });
+  router.get('/releases/:id', (req, res, next) => {
+    const id = idOf(req.params.id);
+    if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
+    outbox
+      .get(id)
+      .then((entry) => show(req, res, `Release #${id}`, 'releases', (ctx) => releasePage(ctx, entry, notice(req))))
+      .catch(next);
+  });
+  router.post('/releases/retry-dead', (req, res, next) => {
+    if (!validAction(req)) return void refuse(res);
+    if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
+    const panel = typeof req.body?.panel === 'string' && req.body.panel !== '' ? req.body.panel : undefined;
+    const scope = panel === undefined ? undefined : { panel };
+    outbox
+      .retryAllDead(scope)
+      .then(() => back(req, res, `/releases?${new URLSearchParams({ state: 'dead', ...(panel ? { panel } : {}) })}`, 'retried-all'), next);
+  });
+  router.post('/releases/:id/retry', (req, res, next) => {
+    if (!validAction(req)) return void refuse(res);
+    const id = idOf(req.params.id);
+    if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
+    outbox.retry(id).then((retried) => back(req, res, `/releases/${id}`, retried ? 'retried' : 'not-dead'), next);
+  });
+  router.close = () => {
+    for (const stop of stops) stop?.();
+  };
+  return router;
+}
+
+function idOf(text: unknown): number | undefined {
+  const id = Number(text);
+  return typeof text === 'string' && /^\d{1,15}$/.test(text) && Number.isSafeInteger(id) ? id : undefined;
+}

@@ -1,0 +1,104 @@
+// The panels: one row each (the most telling first: locked, in grace, failing), filtered by state
+// and paged; a panel's page with its status, hosts and last checks, and "check now".
+import type { LicenseGuard } from '../guard/guard-api.js';
+import type { LicenseStatus } from '../guard/license-status.js';
+import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
+import type { ConsoleActivity } from './activity.js';
+import { checkTimeline } from './charts.js';
+import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
+
+export const PAGE_SIZE = 50;
+const STATES = ['locked', 'grace', 'pending', 'active'] as const;
+
+export interface PanelsSource {
+  guard: LicenseGuard;
+  instruments: GuardInstruments;
+  activity: ConsoleActivity;
+}
+
+/** `?state=` and `?page=` as the list takes them (anything else: all states, the first page). */
+export function panelsQuery(query: Record<string, unknown>): { state: string | undefined; page: number } {
+  const state = STATES.find((s) => s === query.state);
+  const page = Math.min(Math.max(Number.parseInt(String(query.page ?? '0'), 10) || 0, 0), 10_000);
+  return { state, page };
+}
+
+export function panelsList(ctx: PageContext, source: PanelsSource, { state, page }: { state: string | undefined; page: number }): string {
+  const { instruments } = source;
+  const summary = instruments.summary?.();
+  // Readings come most telling first; a filter or a later page reads further, never past what is in memory.
+  const wanted = state === undefined ? (page + 1) * PAGE_SIZE + 1 : Number.MAX_SAFE_INTEGER;
+  const all = instruments.readings(Math.min(wanted, 1_000_000)).filter((r) => state === undefined || r.status.state === state);
+  const shown = all.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
+  const counts = summary?.byState ?? countStates(all);
+  const cards = STATES.map((s) => `<div class="card"><b>${counts[s] ?? 0}</b><span>${s}</span></div>`).join('');
+  const filters = [undefined, ...STATES]
+    .map((s) => `<a href="${escapeHtml(`${ctx.base}/${s ? `?state=${s}` : ''}`)}"${s === state ? ' class="here"' : ''}>${s ?? 'all'}</a>`)
+    .join('');
+  const rows = shown.map((reading) => panelRow(ctx, source, reading)).join('');
+  const more =
+    all.length > (page + 1) * PAGE_SIZE ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page + 1) })}`, 'Next page →') : '';
+  const back = page > 0 ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page - 1) })}`, '← Previous page') : '';
+  return `<h1>Panels</h1><div class="cards">${cards}${summary ? `<div class="card"><b>${summary.failing}</b><span>failing</span></div>` : ''}</div>
+<h2>${state ? `${escapeHtml(state)} panels` : 'All panels, locked and in grace first'}</h2><p class="filters">${filters}</p>
+<table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="7" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
+}
+
+function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, graceLeftMs }: PanelReading): string {
+  const hosts = source.instruments.multiPanel ? source.guard.hostsOf(panel).slice(0, 3) : [];
+  const name = hosts.length > 0 ? `${panel} (${hosts.join(', ')})` : panel;
+  return `<tr><td>${link(ctx, `/panels/${encodeURIComponent(panel)}`, name)}</td><td>${stateBadge(status.state)}</td>
+<td>${status.state === 'locked' || status.state === 'pending' ? '—' : escapeHtml(duration(graceLeftMs))}</td>
+<td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(status.lastError ?? (status.lastCheckAt === null ? '' : 'ok'))}</td>
+<td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td></tr>`;
+}
+
+/** The status of `panel`: through one of its hosts with `panels`, the guard's own otherwise. */
+export function statusOf(source: PanelsSource, panel: string): { status: LicenseStatus; host: string | undefined } | undefined {
+  if (!source.instruments.multiPanel) {
+    const status = source.guard.status();
+    return source.instruments.readings(1)[0]?.panel === panel ? { status, host: undefined } : undefined;
+  }
+  for (const host of source.guard.hostsOf(panel)) {
+    const status = source.guard.status(host);
+    if (status) return { status, host };
+  }
+  return undefined;
+}
+
+export function panelPage(ctx: PageContext, source: PanelsSource, panel: string, notice: string | undefined): string {
+  const found = statusOf(source, panel);
+  if (!found) return `<h1>Panel ${escapeHtml(panel)}</h1><p class="muted">This instance has no such panel in memory.</p>`;
+  const { status } = found;
+  const hosts = source.instruments.multiPanel ? source.guard.hostsOf(panel) : [];
+  const rows: [string, string][] = [
+    ['State', stateBadge(status.state)],
+    ['Reason', escapeHtml(status.reason ?? '—')],
+    ['Last check', `${when(status.lastCheckAt, ctx.now)} ${escapeHtml(status.lastError ?? '')}`],
+    ['Last verified verdict', when(status.lastSuccessAt, ctx.now)],
+    ['Next check', when(status.nextCheckAt, ctx.now)],
+    ['Grace ends', when(status.graceEndsAt, ctx.now)],
+    ['Failures in a row', String(status.consecutiveFailures)],
+    ["Mother's clock offset", `${Math.round(status.clockOffsetMs)} ms`],
+    ['Shared store', escapeHtml(status.store)],
+    ['Last check by', escapeHtml(status.lastCheckBy ?? '—')],
+    ...(hosts.length > 0 ? [['Hosts', escapeHtml(hosts.join(', '))] as [string, string]] : []),
+  ];
+  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Panel ${escapeHtml(panel)} ${stateBadge(status.state)}</h1>
+<p>${action(ctx, `/panels/${encodeURIComponent(panel)}/refresh`, 'Check now')}</p>${fields(rows)}
+<h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}`;
+}
+
+function countStates(readings: PanelReading[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const { status } of readings) counts[status.state] = (counts[status.state] ?? 0) + 1;
+  return counts;
+}
+
+function duration(ms: number): string {
+  if (ms <= 0) return '—';
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)} min`;
+  if (ms < 172_800_000) return `${Math.round(ms / 3_600_000)} h`;
+  return `${Math.round(ms / 86_400_000)} d`;
+}

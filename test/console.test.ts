@@ -1,0 +1,131 @@
+import express from 'express';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { licenseConsole } from '../src/console.js';
+import { createMemoryOutboxStore, createReleaseOutbox } from '../src/index.js';
+import { type ConsoleDeployment, consoleDeployment } from './console-app.js';
+import { clientFor, startEmulator, waitFor } from './helpers.js';
+
+// The operator's console over HTTP: who may see it, what an action needs, what a page may load,
+// and that what it shows and does is the guard's and the outbox's own.
+let deployment: ConsoleDeployment;
+beforeAll(async () => {
+  deployment = await consoleDeployment();
+});
+afterAll(() => deployment.close());
+
+const operator = (path: string) => request(deployment.app).get(`/ops/license${path}`).set('x-operator', 'yes');
+/** A GET that gives the CSRF cookie and the token its forms carry. */
+async function tokenFor(path: string): Promise<{ cookie: string; csrf: string }> {
+  const page = await operator(path).expect(200);
+  const cookie = String(page.headers['set-cookie']).split(';')[0] as string;
+  const csrf = /name="csrf" value="([^"]+)"/.exec(page.text)?.[1] as string;
+  return { cookie, csrf };
+}
+
+describe('licenseConsole()', () => {
+  it('refuses to be made without authorize, or with objects that are not a guard and an outbox', async () => {
+    expect(() => licenseConsole({} as never)).toThrow(/`authorize` is required/);
+    expect(() => licenseConsole({ authorize: () => true } as never)).toThrow(/`guard` and `outbox` are both missing/);
+    expect(() => licenseConsole({ authorize: () => true, guard: (() => {}) as never })).toThrow(/`guard` is not a guard made by licenseGuard\(\)/);
+    const both = () => licenseConsole({ authorize: () => true, outbox: {} as never, extra: 1 } as never);
+    expect(both).toThrow(/`outbox` is not an outbox made by createReleaseOutbox\(\)/);
+    expect(both).toThrow(/extra/);
+  });
+
+  it('answers 401 (or 403) and nothing else to a request authorize() does not let in', async () => {
+    for (const path of ['/', '/releases', `/releases/${deployment.deadId}`, '/panels/x']) {
+      const refused = await request(deployment.app).get(`/ops/license${path}`).expect(401);
+      expect(refused.text).toBe('Not authorised');
+      expect(refused.headers['set-cookie']).toBeUndefined();
+    }
+    await request(deployment.app).post(`/ops/license/releases/${deployment.deadId}/retry`).expect(401);
+    const app = express();
+    app.use(licenseConsole({ outbox: deployment.outbox, authorize: () => 403 }));
+    expect((await request(app).get('/releases').expect(403)).text).toBe('Forbidden');
+  });
+
+  it('lists the panels locked and in grace first, with a strict CSP, and no key, secret or signature anywhere', async () => {
+    const page = await operator('/').expect(200);
+    expect(page.headers['content-security-policy']).toMatch(
+      /^default-src 'none'; style-src 'nonce-[^']+'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'/,
+    );
+    expect(page.headers['cache-control']).toBe('no-store');
+    const states = [...page.text.matchAll(/<span class="state (\w+)">/g)].map((match) => match[1]);
+    expect(states).toEqual(['locked', 'grace', 'active']);
+    for (const secret of ['sk_beats', 'sk_labelx', 'sk_acme', 'pk_beats', 'pk_acme', 'X-Signature']) expect(page.text).not.toContain(secret);
+    const locked = await operator('/?state=locked').expect(200);
+    expect([...locked.text.matchAll(/<span class="state (\w+)">/g)].map((match) => match[1])).toEqual(['locked']);
+  });
+
+  it('shows a panel, and checks it now from a form with its token', async () => {
+    const list = await operator('/?state=locked').expect(200);
+    const panelPath = /href="\/ops\/license(\/panels\/[^"]+)"/.exec(list.text)?.[1] as string;
+    const page = await operator(panelPath).expect(200);
+    expect(page.text).toContain('Unpaid invoice');
+    expect(page.text).toContain('labelx.example');
+    const { cookie, csrf } = await tokenFor(panelPath);
+    const checksBefore = deployment.mother.requests.filter((r) => r.endpoint === 'license.php').length;
+    const done = await request(deployment.app)
+      .post(`/ops/license${panelPath}/refresh`)
+      .set('x-operator', 'yes')
+      .set('Cookie', cookie)
+      .type('form')
+      .send({ csrf })
+      .expect(303);
+    expect(done.headers.location).toMatch(/\?done=checked$/);
+    expect(deployment.mother.requests.filter((r) => r.endpoint === 'license.php').length).toBe(checksBefore + 1);
+  });
+
+  it('refuses an action without the token, with a wrong one, or from another site', async () => {
+    const path = `/ops/license/releases/${deployment.deadId}/retry`;
+    const { cookie, csrf } = await tokenFor(`/releases/${deployment.deadId}`);
+    const post = () => request(deployment.app).post(path).set('x-operator', 'yes').type('form');
+    await post().send({}).expect(403);
+    await post()
+      .set('Cookie', cookie)
+      .send({ csrf: `${csrf.slice(1)}A` })
+      .expect(403);
+    await post().send({ csrf }).expect(403); // the token without its cookie
+    await post().set('Cookie', cookie).set('Sec-Fetch-Site', 'cross-site').send({ csrf }).expect(403);
+    await post().set('Cookie', cookie).set('Origin', 'https://evil.example').send({ csrf }).expect(403);
+    await post().set('Cookie', cookie).set('Origin', 'null').send({ csrf }).expect(403);
+    expect((await deployment.outbox.get(deployment.deadId))?.state).toBe('dead');
+  });
+
+  it('shows a release title and a panel name from the mother as text, never markup', async () => {
+    const list = await operator('/releases?state=dead').expect(200);
+    expect(list.text).not.toContain('<script>window.__xss');
+    expect(list.text).not.toContain('<img src=x');
+    expect(list.text).toContain('&lt;script&gt;window.__xss=2&lt;/script&gt;');
+    const release = await operator(`/releases/${deployment.deadId}`).expect(200);
+    expect(release.text).not.toContain('<img src=x');
+    expect(release.text).toContain('422');
+  });
+
+  it('retries a dead release, which the mother then receives', async () => {
+    const { cookie, csrf } = await tokenFor(`/releases/${deployment.deadId}`);
+    const done = await request(deployment.app)
+      .post(`/ops/license/releases/${deployment.deadId}/retry`)
+      .set('x-operator', 'yes')
+      .set('Cookie', cookie)
+      .type('form')
+      .send({ csrf })
+      .expect(303);
+    expect(done.headers.location).toBe(`/ops/license/releases/${deployment.deadId}?done=retried`);
+    await waitFor(async () => (await deployment.outbox.get(deployment.deadId))?.state === 'delivered', 'the retried release delivered');
+    expect((await operator(`/releases/${deployment.deadId}?done=retried`).expect(200)).text).toContain('pending again');
+  });
+
+  it('shows releases without a guard, and says so for the panels', async () => {
+    const mother = await startEmulator();
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    const ops = licenseConsole({ outbox, authorize: () => true });
+    const app = express().use('/ops', ops);
+    await request(app).get('/ops/').expect(303).expect('location', '/ops/releases');
+    expect((await request(app).get('/ops/releases').expect(200)).text).toContain('dead releases');
+    ops.close();
+    await outbox.close();
+    await mother.close();
+  });
+});
