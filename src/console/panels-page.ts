@@ -47,10 +47,14 @@ export function panelsList(ctx: PageContext, source: PanelsSource, { state, page
 
 function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, graceLeftMs }: PanelReading): string {
   const hosts = source.instruments.multiPanel ? source.guard.hostsOf(panel).slice(0, 3) : [];
-  const name = hosts.length > 0 ? `${panel} (${hosts.join(', ')})` : panel;
-  return `<tr><td>${link(ctx, `/panels/${encodeURIComponent(panel)}`, name)}</td><td>${stateBadge(status.state)}</td>
+  // Operators know a panel by its host; its id (derived from its key, never the key) comes second.
+  const name =
+    hosts.length > 0
+      ? `${link(ctx, `/panels/${encodeURIComponent(panel)}`, hosts.join(', '))}<br><span class="muted">${escapeHtml(panel)}</span>`
+      : link(ctx, `/panels/${encodeURIComponent(panel)}`, panel);
+  return `<tr><td>${name}</td><td>${stateBadge(status.state)}</td>
 <td>${status.state === 'locked' || status.state === 'pending' ? '—' : escapeHtml(duration(graceLeftMs))}</td>
-<td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(status.lastError ?? (status.lastCheckAt === null ? '' : 'ok'))}</td>
+<td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(lastOutcome(status))}</td>
 <td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td></tr>`;
 }
 
@@ -73,9 +77,10 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
   const { status } = found;
   const hosts = source.instruments.multiPanel ? source.guard.hostsOf(panel) : [];
   const rows: [string, string][] = [
+    ['Panel id', escapeHtml(panel)],
     ['State', stateBadge(status.state)],
     ['Reason', escapeHtml(status.reason ?? '—')],
-    ['Last check', `${when(status.lastCheckAt, ctx.now)} ${escapeHtml(status.lastError ?? '')}`],
+    ['Last check', `${when(status.lastCheckAt, ctx.now)} ${escapeHtml(lastOutcome(status))}`],
     ['Last verified verdict', when(status.lastSuccessAt, ctx.now)],
     ['Next check', when(status.nextCheckAt, ctx.now)],
     ['Grace ends', when(status.graceEndsAt, ctx.now)],
@@ -85,9 +90,15 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
     ['Last check by', escapeHtml(status.lastCheckBy ?? '—')],
     ...(hosts.length > 0 ? [['Hosts', escapeHtml(hosts.join(', '))] as [string, string]] : []),
   ];
-  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Panel ${escapeHtml(panel)} ${stateBadge(status.state)}</h1>
+  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>
 <p>${action(ctx, `/panels/${encodeURIComponent(panel)}/refresh`, 'Check now')}</p>${fields(rows)}
 <h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}`;
+}
+
+/** What the last check came to: the failure's code, or the verdict. */
+function lastOutcome(status: LicenseStatus): string {
+  if (status.lastCheckAt === null) return '';
+  return status.lastError ?? (status.state === 'locked' ? 'inactive' : 'ok');
 }
 
 function countStates(readings: PanelReading[]): Record<string, number> {

@@ -46,8 +46,9 @@ export function validAction(req: Request): boolean {
   if (!cookie || typeof sent !== 'string' || !TOKEN.test(cookie) || !TOKEN.test(sent)) return false;
   if (!timingSafeEqual(Buffer.from(cookie), Buffer.from(sent))) return false;
   // Browsers say where a request came from; a page of another site is refused even with a token.
+  // Sec-Fetch-Site is theirs alone to set; older browsers send Origin (never `null` for our pages).
   const site = req.get('sec-fetch-site');
-  if (site !== undefined && site !== 'same-origin') return false;
+  if (site !== undefined) return site === 'same-origin';
   const origin = req.get('origin');
   return origin === undefined || sameOrigin(origin, req);
 }
@@ -75,7 +76,8 @@ export function pageHeaders(res: Response): string {
   res.set({
     'Content-Security-Policy': `default-src 'none'; style-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
     'Cache-Control': 'no-store',
-    'Referrer-Policy': 'no-referrer',
+    // Not no-referrer: under it a browser sends `Origin: null` with the console's own forms.
+    'Referrer-Policy': 'same-origin',
     'X-Content-Type-Options': 'nosniff',
     'X-Frame-Options': 'DENY',
   });
