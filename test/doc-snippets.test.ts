@@ -42,6 +42,14 @@ declare global {
   const log: { warn(...args: unknown[]): void; info(...args: unknown[]): void };
   const alertOps: (message: string) => void;
 }
+// An app whose sign-in (passport, a session…) puts the user on the request.
+declare global {
+  namespace Express {
+    interface Request {
+      user?: { isAdmin?: boolean };
+    }
+  }
+}
 export {};
 `;
 
