@@ -117,6 +117,28 @@ describe('licenseConsole()', () => {
     expect((await operator(`/releases/${deployment.deadId}?done=retried`).expect(200)).text).toContain('pending again');
   });
 
+  it('pages through releases 50 at a time, and finds a release by its remote_track_id', async () => {
+    const mother = await startEmulator();
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    for (let i = 1; i <= 60; i++) await outbox.enqueue({ title: `Song ${i}`, primary_artist: 'Ada', remote_track_id: `t-${i}` });
+    const ops = licenseConsole({ outbox, authorize: () => true });
+    const app = express().use('/ops', ops);
+    // Each row links its id and its title to the release.
+    const ids = (html: string) => [...new Set([...html.matchAll(/<td><a href="\/ops\/releases\/(\d+)">/g)].map((match) => Number(match[1])))];
+    const first = await request(app).get('/ops/releases?state=pending').expect(200);
+    expect(ids(first.text)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    const next = /href="([^"]+)">Next page/.exec(first.text)?.[1]?.replaceAll('&amp;', '&') as string;
+    expect(next).toBe('/ops/releases?state=pending&after=50');
+    const second = await request(app).get(next).expect(200);
+    expect(ids(second.text)).toEqual(Array.from({ length: 10 }, (_, i) => i + 51));
+    expect(second.text).not.toContain('Next page');
+    expect(ids((await request(app).get('/ops/releases?state=pending&track=t-7').expect(200)).text)).toEqual([7]);
+    expect(ids((await request(app).get('/ops/releases?state=dead&track=t-7').expect(200)).text)).toEqual([]);
+    ops.close();
+    await outbox.close();
+    await mother.close();
+  });
+
   it('shows releases without a guard, and says so for the panels', async () => {
     const mother = await startEmulator();
     const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });

@@ -425,6 +425,19 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.counts()).toEqual({ pending: 4, delivered: 0, dead: 0 });
       expect((await store.list({ state: 'pending', limit: 10 }))[0]).toMatchObject({ attempts: 0, nextAttemptAt: T0 + 1 });
     });
+
+    it('pages after an id, and finds the rows of one track', async () => {
+      const store = make();
+      for (let i = 0; i < 5; i++) await store.enqueue(row(`Song ${i}`, `track-${i % 2}-${i}`), T0);
+      await store.enqueue(row('Other', 'wanted'), T0);
+      const firstPage = await store.list({ state: 'pending', limit: 2 });
+      const secondPage = await store.list({ state: 'pending', limit: 2, afterId: firstPage.at(-1)?.id });
+      const lastPage = await store.list({ state: 'pending', limit: 2, afterId: secondPage.at(-1)?.id });
+      expect([...firstPage, ...secondPage, ...lastPage].map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(await store.list({ state: undefined, limit: 10, afterId: 6 })).toEqual([]);
+      expect((await store.list({ state: undefined, limit: 10, track: 'wanted' })).map((r) => r.remoteTrackId)).toEqual(['wanted']);
+      expect(await store.list({ state: 'dead', limit: 10, track: 'wanted' })).toEqual([]);
+    });
   });
 });
 

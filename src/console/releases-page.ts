@@ -8,55 +8,60 @@ import { throughputChart } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
 
 const STATES: OutboxState[] = ['dead', 'pending', 'delivered'];
-const LIST_LIMIT = 100;
+const PAGE_SIZE = 50;
 const PANELS_SHOWN = 20;
 
 export interface ReleasesQuery {
   state: OutboxState;
   panel: string | undefined;
+  /** A `remote_track_id` searched for. */
+  track: string | undefined;
+  /** The last id of the previous page. */
+  after: number | undefined;
 }
 
-/** `?state=` and `?panel=` as the list takes them (dead releases of every panel otherwise). */
+/** `?state=`, `?panel=`, `?track=` and `?after=` as the list takes them (dead releases of every panel otherwise). */
 export function releasesQuery(query: Record<string, unknown>): ReleasesQuery {
   const state = STATES.find((s) => s === query.state) ?? 'dead';
-  const panel = typeof query.panel === 'string' && query.panel.length > 0 && query.panel.length <= 200 ? query.panel : undefined;
-  return { state, panel };
+  const text = (value: unknown, max: number) => (typeof value === 'string' && value.trim().length > 0 && value.length <= max ? value.trim() : undefined);
+  const after = typeof query.after === 'string' && /^\d{1,15}$/.test(query.after) ? Number(query.after) : undefined;
+  return { state, panel: text(query.panel, 200), track: text(query.track, 500), after };
 }
 
-export async function releasesList(
-  ctx: PageContext,
-  outbox: ReleaseOutbox,
-  activity: ConsoleActivity,
-  { state, panel }: ReleasesQuery,
-  notice: string | undefined,
-): Promise<string> {
+export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, activity: ConsoleActivity, query: ReleasesQuery, notice: string | undefined) {
+  const { state, panel, track, after } = query;
   const scope = panel === undefined ? undefined : { panel };
   const [stats, byPanel, entries] = await Promise.all([
     outbox.stats(scope),
     panel === undefined ? outbox.panelStats(PANELS_SHOWN).catch(() => []) : Promise.resolve([]),
-    outbox.list({ state, limit: LIST_LIMIT, ...scope }),
+    // One more than a page: whether there is a next one.
+    outbox.list({ state, limit: PAGE_SIZE + 1, ...scope, ...(track ? { track } : {}), ...(after === undefined ? {} : { after }) }),
   ]);
+  const shown = entries.slice(0, PAGE_SIZE);
   const cards = STATES.map((s) => `<div class="card"><b>${stats[s]}</b><span>${s}</span></div>`).join('');
-  const query = (s: OutboxState) => `/releases?${new URLSearchParams({ state: s, ...(panel ? { panel } : {}) })}`;
-  const tabs = STATES.map((s) => `<a href="${escapeHtml(ctx.base + query(s))}"${s === state ? ' class="here"' : ''}>${s}</a>`).join('');
+  const listPath = (s: OutboxState, extra: Record<string, string> = {}) =>
+    `/releases?${new URLSearchParams({ state: s, ...(panel ? { panel } : {}), ...(track ? { track } : {}), ...extra })}`;
+  const tabs = STATES.map((s) => `<a href="${escapeHtml(ctx.base + listPath(s))}"${s === state ? ' class="here"' : ''}>${s}</a>`).join('');
+  const search = `<form method="get" action="${escapeHtml(`${ctx.base}/releases`)}"><input type="hidden" name="state" value="${escapeHtml(state)}">${
+    panel ? `<input type="hidden" name="panel" value="${escapeHtml(panel)}">` : ''
+  }<input name="track" placeholder="remote_track_id" value="${escapeHtml(track ?? '')}" aria-label="Find by remote_track_id"> <button class="quiet">Find</button></form>`;
+  const pages = [
+    after === undefined ? '' : link(ctx, listPath(state), '← First page'),
+    entries.length > PAGE_SIZE ? link(ctx, listPath(state, { after: String(shown.at(-1)?.id) }), 'Next page →') : '',
+  ].join(' ');
   const panelsTable =
     byPanel.length === 0
       ? ''
       : `<h2>Panels with releases waiting</h2><table><thead><tr><th>Panel</th><th>Pending</th><th>Dead</th></tr></thead><tbody>${byPanel
-          .map(
-            (p) =>
-              `<tr><td>${link(ctx, `/releases?${new URLSearchParams({ state: 'dead', panel: p.panel })}`, p.panel || '(no panel)')}</td><td>${p.pending}</td><td>${p.dead}</td></tr>`,
-          )
+          .map((p) => `<tr><td>${link(ctx, listPath('dead', { panel: p.panel }), p.panel || '(no panel)')}</td><td>${p.pending}</td><td>${p.dead}</td></tr>`)
           .join('')}</tbody></table>`;
-  const retryAll =
-    state === 'dead' && entries.length > 0
-      ? action(ctx, '/releases/retry-dead', panel ? `Retry every dead release of ${panel}` : 'Retry every dead release', panel ? { panel } : {})
-      : '';
+  const label = panel ? `Retry every dead release of ${panel}` : 'Retry every dead release';
+  const retryAll = state === 'dead' && shown.length > 0 && track === undefined ? action(ctx, '/releases/retry-dead', label, panel ? { panel } : {}) : '';
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Releases${panel ? ` of ${escapeHtml(panel)}` : ''}</h1><div class="cards">${cards}</div>
 <h2>Deliveries</h2>${throughputChart(activity.lastHour())}${panelsTable}
-<h2>${escapeHtml(state)} releases${entries.length === LIST_LIMIT ? ` (the first ${LIST_LIMIT})` : ''}</h2><p class="filters">${tabs}</p><p>${retryAll}</p>
+<h2>${escapeHtml(state)} releases${track ? ` of track ${escapeHtml(track)}` : ''}</h2><p class="filters">${tabs}</p>${search}<p>${retryAll}</p>
 <table><thead><tr><th>#</th><th>Panel</th><th>Title</th><th>Track id</th><th>Attempts</th><th>Last error</th><th>Updated</th></tr></thead>
-<tbody>${entries.map((entry) => releaseRow(ctx, entry)).join('') || '<tr><td colspan="7" class="muted">None.</td></tr>'}</tbody></table>`;
+<tbody>${shown.map((entry) => releaseRow(ctx, entry)).join('') || '<tr><td colspan="7" class="muted">None.</td></tr>'}</tbody></table><p>${pages}</p>`;
 }
 
 function releaseRow(ctx: PageContext, entry: OutboxEntry): string {

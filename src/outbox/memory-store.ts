@@ -175,11 +175,12 @@ export function createMemoryOutboxStore(): OutboxStore {
       return oldest;
     },
 
-    list({ state, limit, id, panel }) {
+    list({ state, limit, id, panel, track, afterId }) {
       const listed: StoredRow[] = [];
       for (const row of open().values()) {
         if (listed.length >= limit) break;
-        if ((state === undefined || row.state === state) && (id === undefined || row.id === id) && inScope(row, { panel })) listed.push(toStored(row));
+        const wanted = (state === undefined || row.state === state) && (id === undefined || row.id === id) && inScope(row, { panel });
+        if (wanted && (track === undefined || row.remoteTrackId === track) && (afterId === undefined || row.id > afterId)) listed.push(toStored(row));
       }
       return listed;
     },

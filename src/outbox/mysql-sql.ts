@@ -94,7 +94,8 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     prune: `DELETE FROM ${t} WHERE id IN (?) AND ((state = 'dead' AND updated_at < ?) OR (state = 'delivered' AND updated_at < ?))`,
     counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE (? IS NULL OR panel = ?) GROUP BY state`,
     oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND (? IS NULL OR panel = ?)`,
-    list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id LIMIT ?`,
+    list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?)
+      AND (? IS NULL OR remote_track_id = ?) AND (? IS NULL OR id > ?) ORDER BY id LIMIT ?`,
     panelCounts: `SELECT panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead, MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at
       FROM ${t} WHERE state IN ('pending', 'dead') GROUP BY panel ORDER BY pending DESC, dead DESC, panel LIMIT ?`,
   };

@@ -185,8 +185,9 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       const panel = orNull(scope?.panel);
       return num(rowsOf(await query(sql.oldestPending, [panel, panel]))[0]?.at);
     },
-    async list({ state, limit, id, panel }) {
-      const values = [orNull(state), orNull(state), orNull(id), orNull(id), orNull(panel), orNull(panel), limit];
+    async list({ state, limit, id, panel, track, afterId }) {
+      const pairs = [state, id, panel, track, afterId].flatMap((value) => [orNull(value), orNull(value)]);
+      const values = [...pairs, limit];
       return rowsOf(await query(sql.list, values)).map(storedRow);
     },
     async panelCounts(limit) {

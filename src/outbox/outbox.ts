@@ -87,8 +87,11 @@ export interface ReleaseOutbox {
    */
   enqueue(release: Release, options?: OutboxEnqueueOptions): Promise<EnqueueResult>;
   stats(query?: PanelQuery): Promise<OutboxStats>;
-  /** Stored releases in queue order. @default limit 100 (at most 1000) */
-  list(query?: { state?: OutboxState; limit?: number } & PanelQuery): Promise<OutboxEntry[]>;
+  /**
+   * Stored releases in queue order: of one state, of one track (`track`: its `remote_track_id`),
+   * after id `after` (the last id of the previous page). @default limit 100 (at most 1000)
+   */
+  list(query?: { state?: OutboxState; limit?: number; track?: string; after?: number } & PanelQuery): Promise<OutboxEntry[]>;
   /** One stored release by id, or undefined when there is none. */
   get(id: number): Promise<OutboxEntry | undefined>;
   /** Moves a dead release back to pending. Resolves false when `id` is not a dead release. */
@@ -248,7 +251,14 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
         throw new RangeError(`panel-license-guard: list() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
       const { panel } = scoping.scope('list', query.panel);
-      return toEntries(await store.list({ state: query.state, limit, panel }));
+      const { track, after } = query;
+      if (track !== undefined && (typeof track !== 'string' || track.length === 0 || track.length > 500))
+        throw new TypeError('panel-license-guard: list() `track` must be a remote_track_id (a non-empty string of at most 500 characters).');
+      if (after !== undefined && (!Number.isSafeInteger(after) || after < 0))
+        throw new RangeError('panel-license-guard: list() `after` must be an id (a non-negative integer): the last id of the previous page.');
+      // A custom store that ignores `afterId` must not page round forever: rows at or before it are dropped.
+      const rows = await store.list({ state: query.state, limit, panel, track, afterId: after });
+      return toEntries(after === undefined ? rows : rows.filter((row) => row.id > after));
     },
     async get(id) {
       assertOpen('get');

@@ -218,6 +218,7 @@ export function readStatements(t: string, panel: 'panel' | "''") {
     counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE ($1::text IS NULL OR ${panel} = $1) GROUP BY state`,
     oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND ($1::text IS NULL OR ${panel} = $1)`,
     list: `SELECT * FROM ${t} WHERE ($1::text IS NULL OR state = $1) AND ($2::bigint IS NULL OR id = $2) AND ($4::text IS NULL OR ${panel} = $4)
+        AND ($5::text IS NULL OR remote_track_id = $5) AND ($6::bigint IS NULL OR id > $6)
       ORDER BY id LIMIT $3`,
     panelCounts: `SELECT ${panel} AS panel, COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'dead') AS dead,
         MIN(created_at) FILTER (WHERE state = 'pending') AS oldest_pending_at

@@ -183,9 +183,9 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       const at = (await pool.query(read.oldestPending, [orNull(scope?.panel)])).rows[0]?.at;
       return at === null || at === undefined ? undefined : Number(at);
     },
-    async list({ state, limit, id, panel }) {
+    async list({ state, limit, id, panel, track, afterId }) {
       const read = await reading();
-      return (await pool.query(read.list, [orNull(state), orNull(id), limit, orNull(panel)])).rows.map(storedRow);
+      return (await pool.query(read.list, [orNull(state), orNull(id), limit, orNull(panel), orNull(track), orNull(afterId)])).rows.map(storedRow);
     },
     async panelCounts(limit) {
       const read = await reading();

@@ -53,7 +53,8 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
   const inScope = `(@panel IS NULL OR ${panel} = @panel)`;
   const countsQuery = db.prepare(`SELECT state, COUNT(*) AS count FROM release_outbox WHERE ${inScope} GROUP BY state`);
   const oldestQuery = db.prepare(`SELECT MIN(created_at) AS at FROM release_outbox WHERE state = 'pending' AND ${inScope}`);
-  const listQuery = db.prepare(`SELECT * FROM release_outbox WHERE (@state IS NULL OR state = @state) AND ${inScope} ORDER BY id LIMIT @limit`);
+  const listQuery = db.prepare(`SELECT * FROM release_outbox WHERE (@state IS NULL OR state = @state) AND ${inScope}
+    AND (@track IS NULL OR remote_track_id = @track) AND (@afterId IS NULL OR id > @afterId) ORDER BY id LIMIT @limit`);
   const byId = db.prepare('SELECT * FROM release_outbox WHERE id = ?');
   const panelCountsQuery = db.prepare(`SELECT ${panel} AS panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead,
     MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldestPendingAt
@@ -69,12 +70,14 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
       const { at } = oldestQuery.get(scope(given)) as { at: number | null };
       return at ?? undefined;
     },
-    list({ state, limit, id, panel: only }) {
+    list({ state, limit, id, panel: only, track, afterId }) {
       if (id !== undefined)
         return (byId.all(id) as RowRecord[])
           .map(toStoredRow)
-          .filter((row) => (state === undefined || row.state === state) && (only === undefined || row.panel === only));
-      return (listQuery.all({ state: state ?? null, limit, ...scope({ panel: only }) }) as RowRecord[]).map(toStoredRow);
+          .filter((row) => (state === undefined || row.state === state) && (only === undefined || row.panel === only))
+          .filter((row) => (track === undefined || row.remoteTrackId === track) && (afterId === undefined || row.id > afterId));
+      const filters = { track: track ?? null, afterId: afterId ?? null };
+      return (listQuery.all({ state: state ?? null, limit, ...scope({ panel: only }), ...filters }) as RowRecord[]).map(toStoredRow);
     },
     panelCounts(limit) {
       return (panelCountsQuery.all(limit) as { panel: string; pending: number; dead: number; oldestPendingAt: number | null }[]).map((counts) => ({

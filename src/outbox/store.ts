@@ -208,8 +208,19 @@ export interface OutboxStore {
   counts(scope?: PanelScope): Awaitable<Record<OutboxState, number>>;
   /** When the oldest pending row was stored (epoch ms), or undefined when none is pending. Optional for custom stores. */
   oldestPending?(scope?: PanelScope): Awaitable<number | undefined>;
-  /** Rows in id order, optionally of one state, one `id` or one `panel` (stores must honour all three), at most `limit` of them. */
-  list(query: { state: OutboxState | undefined; limit: number; id?: number | undefined; panel?: string | undefined }): Awaitable<StoredRow[]>;
+  /**
+   * Rows in id order, optionally of one state, one `id`, one `panel`, one `track` (its
+   * `remote_track_id`) and only those after id `afterId` (stores must honour all five), at most
+   * `limit` of them.
+   */
+  list(query: {
+    state: OutboxState | undefined;
+    limit: number;
+    id?: number | undefined;
+    panel?: string | undefined;
+    track?: string | undefined;
+    afterId?: number | undefined;
+  }): Awaitable<StoredRow[]>;
   /**
    * Moves one dead row (`id`) or every dead row (`id` undefined) of the scope back to pending;
    * returns how many. A dead row with a newer row for its panel's `remote_track_id` stays dead (see `rules.ts`).
