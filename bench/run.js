@@ -2,6 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
 import { measureCluster } from './cluster.js';
+import { measureConsole } from './console.js';
 import { measureDeliveryComparison } from './delivery.js';
 import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath } from './http-overhead.js';
@@ -49,6 +50,7 @@ const SETTINGS = quick
       delivery: { rounds: 1, count: 200 },
       redisClients: { rounds: 2, seconds: 1, warmupSeconds: 1, connections: 32, calls: 400 },
       stores: { rounds: 1, count: 100, concurrency: 4 },
+      console: { panels: 500, releases: 2000, rounds: 3 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -65,6 +67,7 @@ const SETTINGS = quick
       delivery: { rounds: 5, count: 3000 },
       redisClients: { rounds: 10, seconds: 1, warmupSeconds: 2, connections: 32, calls: 4000 },
       stores: { rounds: 5, count: 500, concurrency: 4 },
+      console: { panels: 10_000, releases: 100_000, rounds: 20 },
     };
 
 const log = (line) => console.error(line);
@@ -117,6 +120,7 @@ async function main() {
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
+      ['13. the console at scale', () => measureConsole({ ...SETTINGS.console, log })],
       ['12. the stores side by side', () => measureOutboxStores({ emulator, databaseUrl, mysqlUrl, ...SETTINGS.stores, log })],
       ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
     ];
