@@ -60,7 +60,10 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await page.screenshot({ path: resolve(artifacts, 'console-panels.png'), fullPage: true });
     await page.locator('a', { hasText: 'acme.example' }).first().click();
     await expect.poll(() => page.locator('h1').textContent()).toContain('grace');
+    // The panel's name from the mother is an XSS payload: shown as text in its branding.
+    expect(await page.locator('dd', { hasText: 'window.__xss=2' }).count()).toBe(1);
     expect(await page.evaluate(() => window.__xss)).toBeUndefined();
+    await page.screenshot({ path: resolve(artifacts, 'console-panel.png'), fullPage: true });
     await page.close();
   });
 

@@ -64,6 +64,9 @@ describe('licenseConsole()', () => {
     const page = await operator(panelPath).expect(200);
     expect(page.text).toContain('Unpaid invoice');
     expect(page.text).toContain('labelx.example');
+    // The branding the panel's templates get, by the same snapshot.
+    expect(page.text).toContain('Branding, as the templates get it');
+    expect(page.text).toContain('<dd>Label X</dd>');
     const { cookie, csrf } = await tokenFor(panelPath);
     const checksBefore = deployment.mother.requests.filter((r) => r.endpoint === 'license.php').length;
     const done = await request(deployment.app)

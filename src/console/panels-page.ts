@@ -3,6 +3,7 @@
 import type { LicenseGuard } from '../guard/guard-api.js';
 import type { LicenseStatus } from '../guard/license-status.js';
 import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
+import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { ConsoleActivity } from './activity.js';
 import { checkTimeline } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
@@ -90,9 +91,27 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
     ['Last check by', escapeHtml(status.lastCheckBy ?? '—')],
     ...(hosts.length > 0 ? [['Hosts', escapeHtml(hosts.join(', '))] as [string, string]] : []),
   ];
+  const snapshot = source.instruments.snapshot?.(found.host);
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>
 <p>${action(ctx, `/panels/${encodeURIComponent(panel)}/refresh`, 'Check now')}</p>${fields(rows)}
-<h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}`;
+<h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}${snapshot ? brandingSection(snapshot) : ''}`;
+}
+
+/** What the panel's templates get now (`res.locals.branding` and `.license`); the logo as its address, never loaded. */
+function brandingSection({ branding, license }: GuardSnapshot): string {
+  // The colour is always #rrggbb (validated when the answer was read): safe as an SVG attribute.
+  const swatch = `<svg width="14" height="14" aria-hidden="true"><rect width="14" height="14" rx="3" fill="${escapeHtml(branding.color)}"/></svg>`;
+  const rows: [string, string][] = [
+    ['Name', escapeHtml(branding.name)],
+    ['Colour', `${swatch} ${escapeHtml(branding.color)}`],
+    ['Logo', escapeHtml(branding.logoUrl ?? '—')],
+    ['Subdomain', escapeHtml(branding.subdomain ?? '—')],
+    ['Custom domain', escapeHtml(branding.customDomain ?? '—')],
+    ['License status', escapeHtml(license.status ?? '—')],
+    ['Billing', escapeHtml(license.billingType ?? '—')],
+    ['Expires', `${escapeHtml(license.expiresAt ?? '—')}${license.daysLeft === null ? '' : ` (${license.daysLeft} days left)`}`],
+  ];
+  return `<h2>Branding, as the templates get it</h2>${fields(rows)}`;
 }
 
 /** What the last check came to: the failure's code, or the verdict. */

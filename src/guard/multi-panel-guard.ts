@@ -225,11 +225,15 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     // Runtimes stop checking but keep their last verdict, which requests still get.
     await Promise.all(Array.from(running.values(), (panel) => panel.close()));
   };
-  guard.status = ((host?: string) => {
-    if (host === undefined) throw new TypeError('panel-license-guard: with `panels`, pass the host: guard.status(host).');
+  /** The panel in memory at `host`, without resolving anything. */
+  const panelAtHost = (host: string) => {
     const canonical = requestHost({ hostname: host } as Request);
     const known = canonical === undefined ? undefined : resolver.cached(canonical);
-    return known?.kind === 'panel' ? running.peek(known.runtimeKey)?.status() : undefined;
+    return known?.kind === 'panel' ? running.peek(known.runtimeKey) : undefined;
+  };
+  guard.status = ((host?: string) => {
+    if (host === undefined) throw new TypeError('panel-license-guard: with `panels`, pass the host: guard.status(host).');
+    return panelAtHost(host)?.status();
   }) as LicenseGuard['status'];
   guard.healthHandler = (options) =>
     createHealthHandler(
@@ -252,6 +256,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     // Panels in memory (at most `max`); an evicted panel is no longer served from memory, nor shown.
     readings: (limit) => selectReadings(running.values(), limit),
     summary: () => summarize(running.values()),
+    snapshot: (host) => (host === undefined ? undefined : panelAtHost(host)?.monitor.entry.snapshot),
   });
   guard.on = (event, listener) => {
     events.on(event, listener as (...args: unknown[]) => void);

@@ -3,6 +3,7 @@
 // metrics never silences a log line (an unheard 'error' is logged) or changes what users see.
 
 import type { LicenseState } from '../serve/license-state.js';
+import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { LicenseStatus } from './license-status.js';
 
 /** One license check this instance ran, as it ended. */
@@ -38,6 +39,8 @@ export interface GuardInstruments {
   readings(limit: number): PanelReading[];
   /** `panels` mode: counts over every panel in memory (cheap), for the totals. */
   summary?(): PanelsSummary;
+  /** What templates get now (branding and license locals): one panel's, or, with `panels`, the panel's at `host`. */
+  snapshot?(host?: string): GuardSnapshot | undefined;
 }
 
 export interface PanelsSummary {
