@@ -142,6 +142,52 @@ describe('licenseConsole()', () => {
     await mother.close();
   });
 
+  it('answers only on its hosts, says nothing of unknown notices or panels, and shows no stack', async () => {
+    const app = express().use(
+      '/ops',
+      licenseConsole({ guard: deployment.guard, outbox: deployment.outbox, authorize: () => true, hosts: ['ops.platform.example'] }),
+    );
+    // A tenant's host: 404 before authorize, whoever asks.
+    await request(app).get('/ops/').set('Host', 'beats.example').expect(404);
+    await request(app).get('/ops/').set('Host', 'ops.platform.example').expect(200);
+    expect(() => licenseConsole({ outbox: deployment.outbox, authorize: () => true, hosts: [] })).toThrow(/`hosts` must be a non-empty list/);
+    for (const done of ['__proto__', 'constructor', 'toString']) {
+      const page = await operator(`/releases?done=${done}`).expect(200);
+      expect(page.text).not.toContain('class="notice"');
+    }
+    // The fixture's outbox is one panel's: any other panel id is no panel of it.
+    expect((await operator('/releases?panel=nope').expect(404)).text).toContain('serves no such panel');
+    const tooBig = await request(deployment.app)
+      .post(`/ops/license/releases/${deployment.deadId}/retry`)
+      .set('x-operator', 'yes')
+      .type('form')
+      .send({ csrf: 'x'.repeat(5000) })
+      .expect(413);
+    expect(tooBig.text).toBe('The console cannot take this request.');
+  });
+
+  it('takes the token from any cookie of its name (one tossed in by a sibling host must not lock the operator out)', async () => {
+    const list = await operator('/').expect(200);
+    const { cookie, csrf } = await tokenFor(/href="\/ops\/license(\/panels\/[^"]+)"/.exec(list.text)?.[1] as string);
+    const tossed = `plg_console_csrf=${'A'.repeat(43)}`;
+    await request(deployment.app)
+      .post('/ops/license/releases/retry-dead')
+      .set('x-operator', 'yes')
+      .set('Cookie', `${tossed}; ${cookie}`)
+      .type('form')
+      .send({ csrf })
+      .expect(303);
+    // A real token from a page of the same site but another origin (another port): refused.
+    await request(deployment.app)
+      .post('/ops/license/releases/retry-dead')
+      .set('x-operator', 'yes')
+      .set('Cookie', cookie)
+      .set('Sec-Fetch-Site', 'same-site')
+      .type('form')
+      .send({ csrf })
+      .expect(403);
+  });
+
   it('shows releases without a guard, and says so for the panels', async () => {
     const mother = await startEmulator();
     const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });

@@ -1,7 +1,7 @@
 // licenseConsole(): the operator's pages, mounted in the panel's own app. It reads the guard and
 // the outbox through their public API and the package's own instruments (as the metrics do), and
 // acts only through them: check now, retry a dead release, retry a panel's dead releases.
-import express, { type Request, type Response, type Router } from 'express';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import type { LicenseGuard } from '../guard/guard-api.js';
 import { type GuardInstruments, TELEMETRY } from '../guard/telemetry.js';
 import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
@@ -23,6 +23,12 @@ export interface LicenseConsoleOptions {
    * false answers 401, and 403 answers 403 (a signed-in user who may not). Nothing else is said.
    */
   authorize: Authorize;
+  /**
+   * The hosts the console answers on (e.g. your platform's own admin host); on any other host it
+   * answers 404 before `authorize` is asked. With `panels` by host, set it: the console shows
+   * every tenant, so it must not answer on a tenant's own host. @default every host
+   */
+  hosts?: string[];
 }
 
 /** The console's router; `close()` stops it listening to the guard and the outbox. */
@@ -35,14 +41,22 @@ const NOTICES: Record<string, string> = {
   checked: 'Checked now.',
   retried: 'The release is pending again: the worker sends it at its next poll.',
   'not-dead': 'That release is not dead (any more): nothing to retry.',
-  'retried-all': 'Every dead release shown is pending again (a release whose track has a newer one stays dead).',
+  'retried-all': 'Every dead release (of the panel shown, or of every panel) is pending again, but those whose track has a newer release.',
 };
 
 export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', 'Pass { guard, outbox, authorize: (req) => req.user?.isAdmin === true }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('licenseConsole', options, ['guard', 'outbox', 'authorize'], problems);
+  rejectUnknownOptions('licenseConsole', options, ['guard', 'outbox', 'authorize', 'hosts'], problems);
+  const hosts = options.hosts;
+  if (
+    hosts !== undefined &&
+    (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((host) => typeof host !== 'string' || !/^[a-z0-9.-]{1,253}$/i.test(host)))
+  )
+    problems.add(
+      optionError('hosts', 'must be a non-empty list of host names', 'Pass e.g. ["ops.platform.example"], or leave it out to answer on every host.'),
+    );
   if (typeof options.authorize !== 'function')
     problems.add(
       optionError('authorize', 'is required: the console shows releases and can retry them', 'Pass e.g. authorize: (req) => req.user?.isAdmin === true.'),
@@ -63,6 +77,10 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   const panels: PanelsSource | undefined = guard && instruments && { guard, instruments, activity };
 
   const router = express.Router() as LicenseConsole;
+  if (hosts !== undefined) {
+    const allowed = new Set(hosts.map((host) => host.toLowerCase()));
+    router.use((req, res, next) => (allowed.has(req.hostname.toLowerCase()) ? next() : res.status(404).type('text/plain').send('Not Found')));
+  }
   router.use(authorizing(authorize));
   router.use(express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 10 }));
   const contextOf = (req: Request, res: Response): PageContext => ({ base: req.baseUrl, csrf: csrfToken(req, res), nonce: pageHeaders(res), now: Date.now() });
@@ -70,12 +88,15 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     const ctx = contextOf(req, res);
     return Promise.resolve(body(ctx)).then((html) => res.type('html').send(page(ctx, title, here, html)));
   };
-  const notice = (req: Request) => NOTICES[String(req.query.done)];
+  const notice = (req: Request) => {
+    const done = String(req.query.done);
+    return Object.hasOwn(NOTICES, done) ? NOTICES[done] : undefined;
+  };
   const back = (req: Request, res: Response, path: string, done: string) =>
     res.redirect(303, `${req.baseUrl}${path}${path.includes('?') ? '&' : '?'}done=${done}`);
   const refuse = (res: Response) => res.status(403).type('text/plain').send('This action needs the console’s own form (its token was missing or wrong).');
   const missing = (req: Request, res: Response, what: string) =>
-    show(req, res, 'Not here', 'panels', () => `<h1>Not here</h1><p class="muted">${escapeHtml(what)}</p>`).then(() => undefined);
+    show(req, res.status(404), 'Not here', 'panels', () => `<h1>Not here</h1><p class="muted">${escapeHtml(what)}</p>`).then(() => undefined);
 
   router.get('/', (req, res, next) => {
     if (!panels) return res.redirect(303, `${req.baseUrl}/releases`);
@@ -96,7 +117,10 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   });
   router.get('/releases', (req, res, next) => {
     if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
-    show(req, res, 'Releases', 'releases', (ctx) => releasesList(ctx, outbox, activity, releasesQuery(req.query), notice(req))).catch(next);
+    const query = releasesQuery(req.query);
+    show(req, res, 'Releases', 'releases', (ctx) => releasesList(ctx, outbox, activity, query, notice(req))).catch((error: unknown) =>
+      unknownPanel(error, query.panel) ? missing(req, res, 'This outbox serves no such panel.') : next(error),
+    );
   });
   router.get('/releases/:id', (req, res, next) => {
     const id = idOf(req.params.id);
@@ -111,15 +135,25 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
     const panel = typeof req.body?.panel === 'string' && req.body.panel !== '' ? req.body.panel : undefined;
     const scope = panel === undefined ? undefined : { panel };
-    outbox
-      .retryAllDead(scope)
-      .then(() => back(req, res, `/releases?${new URLSearchParams({ state: 'dead', ...(panel ? { panel } : {}) })}`, 'retried-all'), next);
+    outbox.retryAllDead(scope).then(
+      () => back(req, res, `/releases?${new URLSearchParams({ state: 'dead', ...(panel ? { panel } : {}) })}`, 'retried-all'),
+      (error: unknown) => (unknownPanel(error, panel) ? missing(req, res, 'This outbox serves no such panel.') : next(error)),
+    );
   });
   router.post('/releases/:id/retry', (req, res, next) => {
     if (!validAction(req)) return void refuse(res);
     const id = idOf(req.params.id);
     if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
     outbox.retry(id).then((retried) => back(req, res, `/releases/${id}`, retried ? 'retried' : 'not-dead'), next);
+  });
+  // Express's own error page shows stacks outside production: the console says only what went wrong.
+  router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const status = Number((error as { status?: unknown } | null)?.status);
+    const known = status >= 400 && status < 500;
+    res
+      .status(known ? status : 500)
+      .type('text/plain')
+      .send(known ? 'The console cannot take this request.' : 'The console could not answer this request.');
   });
   router.close = () => {
     for (const stop of stops) stop?.();
@@ -130,4 +164,9 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
 function idOf(text: unknown): number | undefined {
   const id = Number(text);
   return typeof text === 'string' && /^\d{1,15}$/.test(text) && Number.isSafeInteger(id) ? id : undefined;
+}
+
+/** The outbox refuses a panel it does not serve with a TypeError (a single panel's outbox, any other id). */
+function unknownPanel(error: unknown, panel: string | undefined): boolean {
+  return panel !== undefined && error instanceof TypeError;
 }

@@ -8,6 +8,8 @@ import type { NextFunction, Request, Response } from 'express';
 export type Authorize = (req: Request) => boolean | 401 | 403 | Promise<boolean | 401 | 403>;
 
 const COOKIE = 'plg_console_csrf';
+/** On https the cookie is a `__Host-` one: no other host (a sibling subdomain) can set or shadow it. */
+const cookieName = (req: Request) => (req.secure ? `__Host-${COOKIE}` : COOKIE);
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** Answers 401/403 with nothing more, unless `authorize` lets the request in. */
@@ -31,20 +33,23 @@ export function authorizing(authorize: Authorize) {
 
 /** The request's CSRF token, set as a cookie the first time (one per browser, for the console's path). */
 export function csrfToken(req: Request, res: Response): string {
-  const known = cookieOf(req, COOKIE);
-  if (known && TOKEN.test(known)) return known;
+  const known = cookiesOf(req, cookieName(req)).find((value) => TOKEN.test(value));
+  if (known) return known;
   const token = randomBytes(32).toString('base64url');
-  const path = req.baseUrl || '/';
-  res.append('Set-Cookie', `${COOKIE}=${token}; Path=${path}; HttpOnly; SameSite=Strict${req.secure ? '; Secure' : ''}`);
+  // A __Host- cookie must have Path=/; on http it is scoped to the console's path.
+  const scope = req.secure ? 'Path=/; Secure' : `Path=${req.baseUrl || '/'}`;
+  res.append('Set-Cookie', `${cookieName(req)}=${token}; ${scope}; HttpOnly; SameSite=Strict`);
   return token;
 }
 
 /** Whether a POST carries the browser's token and comes from the console's own origin. */
 export function validAction(req: Request): boolean {
-  const cookie = cookieOf(req, COOKIE);
   const sent = (req.body as { csrf?: unknown } | undefined)?.csrf;
-  if (!cookie || typeof sent !== 'string' || !TOKEN.test(cookie) || !TOKEN.test(sent)) return false;
-  if (!timingSafeEqual(Buffer.from(cookie), Buffer.from(sent))) return false;
+  if (typeof sent !== 'string' || !TOKEN.test(sent)) return false;
+  // Any cookie of the name may match: one tossed in by a sibling host (same name, longer path,
+  // sent first) must not lock the operator out of every action.
+  const matches = cookiesOf(req, cookieName(req)).filter((cookie) => TOKEN.test(cookie) && timingSafeEqual(Buffer.from(cookie), Buffer.from(sent)));
+  if (matches.length === 0) return false;
   // Browsers say where a request came from; a page of another site is refused even with a token.
   // Sec-Fetch-Site is theirs alone to set; older browsers send Origin (never `null` for our pages).
   const site = req.get('sec-fetch-site');
@@ -62,12 +67,14 @@ function sameOrigin(origin: string, req: Request): boolean {
   }
 }
 
-function cookieOf(req: Request, name: string): string | undefined {
+/** Every value of the cookie `name` the request carries (a browser may send several). */
+function cookiesOf(req: Request, name: string): string[] {
+  const values: string[] = [];
   for (const part of (req.get('cookie') ?? '').split(';')) {
     const [key, ...value] = part.trim().split('=');
-    if (key === name) return value.join('=');
+    if (key === name) values.push(value.join('='));
   }
-  return undefined;
+  return values;
 }
 
 /** Headers of every console page: nothing loads but the page itself (styles by nonce), nothing is cached or framed. */
