@@ -123,9 +123,12 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('licenseGuard({ panels, store })
       offset += INTERVAL_MS + 1000;
       await waitFor(() => Object.values(PANELS).every(({ apiKey }) => checksBy(apiKey) >= slot), `slot ${slot} checked`);
       await sleep(1500);
-      expect(checksMatch(slot), `checks ${Object.values(PANELS).map(({ apiKey }) => checksBy(apiKey))} at slot ${slot}, ${storeFailures} store failures`).toBe(
-        true,
-      );
+      // Said when it fails: who checked when, and what each instance reported (a failed check retries on its own).
+      const seen = () =>
+        `checks ${Object.values(PANELS).map(({ apiKey }) => checksBy(apiKey))} at slot ${slot}, ${storeFailures} store failures; errors ${JSON.stringify(
+          three.map(({ errors }) => errors.map((error) => `${error.panel}:${error.code}`)),
+        )}; statuses ${JSON.stringify(three.map(({ guard }) => HOSTS.map((host) => guard.status(host)?.lastCheckBy)))}`;
+      expect(checksMatch(slot), seen()).toBe(true);
     }
     for (const { guard } of three) for (const host of HOSTS) expect(guard.status(host)).toMatchObject({ state: 'active', store: 'ok' });
     // Some instance other than the checker heard of each check through the store.
