@@ -1,4 +1,5 @@
 import express from 'express';
+import express4 from 'express4';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../src/console.js';
@@ -186,6 +187,23 @@ describe('licenseConsole()', () => {
       .type('form')
       .send({ csrf })
       .expect(403);
+  });
+
+  it('works mounted in an Express 4 app too', async () => {
+    const app = express4();
+    const ops = licenseConsole({ guard: deployment.guard, outbox: deployment.outbox, authorize: (req) => req.get('x-operator') === 'yes' });
+    // The types are express 5's here (this repository's); an Express 4 app resolves its own.
+    app.use('/ops', ops as unknown as express4.RequestHandler);
+    await request(app).get('/ops/').expect(401);
+    const list = await request(app).get('/ops/').set('x-operator', 'yes').expect(200);
+    expect(list.headers['content-security-policy']).toMatch(/^default-src 'none'/);
+    const panelPath = /href="\/ops(\/panels\/[^"]+)"/.exec(list.text)?.[1] as string;
+    const page = await request(app).get(`/ops${panelPath}`).set('x-operator', 'yes').expect(200);
+    const cookie = String(page.headers['set-cookie']).split(';')[0] as string;
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page.text)?.[1] as string;
+    await request(app).post(`/ops${panelPath}/refresh`).set('x-operator', 'yes').set('Cookie', cookie).type('form').send({ csrf }).expect(303);
+    await request(app).post(`/ops${panelPath}/refresh`).set('x-operator', 'yes').set('Cookie', cookie).type('form').send({}).expect(403);
+    ops.close();
   });
 
   it('shows releases without a guard, and says so for the panels', async () => {
