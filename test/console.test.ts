@@ -158,6 +158,8 @@ describe('licenseConsole()', () => {
     }
     // The fixture's outbox is one panel's: any other panel id is no panel of it.
     expect((await operator('/releases?panel=nope').expect(404)).text).toContain('serves no such panel');
+    expect((await operator('/panels/nope').expect(404)).text).toContain('no such panel in memory');
+    expect((await operator('/releases/987654').expect(404)).text).toContain('No such release');
     const tooBig = await request(deployment.app)
       .post(`/ops/license/releases/${deployment.deadId}/retry`)
       .set('x-operator', 'yes')

@@ -105,6 +105,7 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   router.get('/panels/:panel', (req, res, next) => {
     if (!panels) return void missing(req, res, 'This console shows no guard.').catch(next);
     const panel = String(req.params.panel);
+    if (!statusOf(panels, panel)) return void missing(req, res, 'This instance has no such panel in memory.').catch(next);
     show(req, res, `Panel ${panel}`, 'panels', (ctx) => panelPage(ctx, panels, panel, notice(req))).catch(next);
   });
   router.post('/panels/:panel/refresh', (req, res, next) => {
@@ -127,7 +128,11 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
     outbox
       .get(id)
-      .then((entry) => show(req, res, `Release #${id}`, 'releases', (ctx) => releasePage(ctx, entry, notice(req))))
+      .then((entry) =>
+        entry
+          ? show(req, res, `Release #${id}`, 'releases', (ctx) => releasePage(ctx, entry, notice(req)))
+          : missing(req, res, 'No such release (it may have been pruned).'),
+      )
       .catch(next);
   });
   router.post('/releases/retry-dead', (req, res, next) => {

@@ -70,8 +70,7 @@ function releaseRow(ctx: PageContext, entry: OutboxEntry): string {
 <td>${escapeHtml(entry.remoteTrackId ?? '—')}</td><td>${entry.attempts}</td><td>${escapeHtml(truncate(entry.lastError ?? '', 120))}</td><td>${when(entry.updatedAt, ctx.now)}</td></tr>`;
 }
 
-export function releasePage(ctx: PageContext, entry: OutboxEntry | undefined, notice: string | undefined): string {
-  if (!entry) return '<h1>Release</h1><p class="muted">No such release (it may have been pruned).</p>';
+export function releasePage(ctx: PageContext, entry: OutboxEntry, notice: string | undefined): string {
   const rows: [string, string][] = [
     ['State', `${stateBadge(entry.state)}${entry.leased ? ' <span class="muted">(being sent)</span>' : ''}`],
     ['Panel', escapeHtml(entry.panel || '—')],
