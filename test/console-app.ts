@@ -30,7 +30,13 @@ export interface ConsoleDeployment {
 export async function consoleDeployment(): Promise<ConsoleDeployment> {
   const mother = await startEmulator([
     { apiKey: 'pk_beats', apiSecret: PANELS['beats.example'].apiSecret, active: true, panel: { name: 'Beats' } },
-    { apiKey: 'pk_labelx', apiSecret: PANELS['labelx.example'].apiSecret, active: false, reason: 'Unpaid invoice', panel: { name: 'Label X' } },
+    {
+      apiKey: 'pk_labelx',
+      apiSecret: PANELS['labelx.example'].apiSecret,
+      active: false,
+      reason: 'Unpaid invoice',
+      panel: { name: 'Label X', custom_domain: 'labelx.example', subdomain: 'labelx' },
+    },
     { apiKey: 'pk_test_panel', apiSecret: 'sk_test_0123456789abcdef', active: true },
   ]);
   // acme's mother goes down after its first check: acme is in grace.
@@ -38,6 +44,8 @@ export async function consoleDeployment(): Promise<ConsoleDeployment> {
   const guard = licenseGuard({
     baseUrl: mother.url,
     logger: silentLogger,
+    domains: 'enforce',
+    subdomainBase: 'panels.example',
     panels: {
       resolve: async (host) => {
         const credentials = PANELS[host as keyof typeof PANELS];

@@ -68,6 +68,10 @@ describe('licenseConsole()', () => {
     // The branding the panel's templates get, by the same snapshot.
     expect(page.text).toContain('Branding, as the templates get it');
     expect(page.text).toContain('<dd>Label X</dd>');
+    // The hosts its license names, and what the guard does with others.
+    expect(page.text).toContain('<dd>labelx.example, labelx.panels.example</dd>');
+    expect(page.text).toContain('enforced (domains: &#39;enforce&#39;): a request for another host is refused');
+    expect(list.text).toContain('<td>labelx.example, labelx.panels.example</td>');
     const { cookie, csrf } = await tokenFor(panelPath);
     const checksBefore = deployment.mother.requests.filter((r) => r.endpoint === 'license.php').length;
     const done = await request(deployment.app)
@@ -138,6 +142,37 @@ describe('licenseConsole()', () => {
     expect(second.text).not.toContain('Next page');
     expect(ids((await request(app).get('/ops/releases?state=pending&track=t-7').expect(200)).text)).toEqual([7]);
     expect(ids((await request(app).get('/ops/releases?state=dead&track=t-7').expect(200)).text)).toEqual([]);
+    ops.close();
+    await outbox.close();
+    await mother.close();
+  });
+
+  it('finds releases by words of their title, reading at most 10,000 releases a page', { timeout: 30_000 }, async () => {
+    const mother = await startEmulator();
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    // 51 titled "Midnight …" first (one in full-width letters), another far down the queue.
+    for (let i = 1; i <= 10_060; i++) {
+      const title = i === 5 ? 'ＭＩＤＮＩＧＨＴ Five' : i <= 51 || i === 10_040 ? `Midnight ${i}` : `Song ${i}`;
+      await outbox.enqueue({ title, primary_artist: 'Ada', remote_track_id: `t-${i}` });
+    }
+    const ops = licenseConsole({ outbox, authorize: () => true });
+    const app = express().use('/ops', ops);
+    const ids = (html: string) => [...new Set([...html.matchAll(/<td><a href="\/ops\/releases\/(\d+)">/g)].map((match) => Number(match[1])))];
+    const nextOf = (html: string, label: string) => new RegExp(`href="([^"]+)">${label}`).exec(html)?.[1]?.replaceAll('&amp;', '&');
+    const first = await request(app).get('/ops/releases?state=pending&title=midnight').expect(200);
+    expect(ids(first.text)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(nextOf(first.text, 'Next page')).toBe('/ops/releases?state=pending&title=midnight&after=50');
+    // The second page reads 10,000 releases from #51 on, finds two, and stops at #10,050.
+    const second = await request(app).get('/ops/releases?state=pending&title=midnight&after=50').expect(200);
+    expect(ids(second.text)).toEqual([51, 10_040]);
+    expect(second.text).toContain('this page read 10,000 releases (up to #10050)');
+    expect(nextOf(second.text, 'Search further')).toBe('/ops/releases?state=pending&title=midnight&after=10050');
+    const third = await request(app).get('/ops/releases?state=pending&title=midnight&after=10050').expect(200);
+    expect(ids(third.text)).toEqual([]);
+    expect(third.text).not.toMatch(/Search further|Next page/);
+    // With a track id, the title narrows that track's releases.
+    expect(ids((await request(app).get('/ops/releases?state=pending&track=t-7&title=MIDNIGHT').expect(200)).text)).toEqual([7]);
+    expect(ids((await request(app).get('/ops/releases?state=pending&track=t-70&title=midnight').expect(200)).text)).toEqual([]);
     ops.close();
     await outbox.close();
     await mother.close();

@@ -2,7 +2,8 @@
 // and paged; a panel's page with its status, hosts and last checks, and "check now".
 import type { LicenseGuard } from '../guard/guard-api.js';
 import type { LicenseStatus } from '../guard/license-status.js';
-import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
+import type { GuardInstruments, PanelReading, PanelView } from '../guard/telemetry.js';
+import { licensedHosts } from '../serve/licensed-domains.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { ConsoleActivity } from './activity.js';
 import { checkTimeline } from './charts.js';
@@ -42,8 +43,8 @@ export function panelsList(ctx: PageContext, source: PanelsSource, { state, page
   const back = page > 0 ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page - 1) })}`, '← Previous page') : '';
   return `<h1>Panels</h1><div class="cards">${cards}${summary ? `<div class="card"><b>${summary.failing}</b><span>failing</span></div>` : ''}</div>
 <h2>${state ? `${escapeHtml(state)} panels` : 'All panels, locked and in grace first'}</h2><p class="filters">${filters}</p>
-<table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th></tr></thead>
-<tbody>${rows || '<tr><td colspan="7" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
+<table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th><th>Licensed domains</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="8" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
 }
 
 function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, graceLeftMs }: PanelReading): string {
@@ -56,7 +57,23 @@ function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, grace
   return `<tr><td>${name}</td><td>${stateBadge(status.state)}</td>
 <td>${status.state === 'locked' || status.state === 'pending' ? '—' : escapeHtml(duration(graceLeftMs))}</td>
 <td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(lastOutcome(status))}</td>
-<td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td></tr>`;
+<td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td>
+<td>${escapeHtml(domainsOf(source.instruments.view?.(hosts[0])).hosts)}</td></tr>`;
+}
+
+/**
+ * The hosts the panel's license names (its custom domain, then `<subdomain>.<subdomainBase>`),
+ * and what the guard does with a request for any other host.
+ */
+function domainsOf(view: PanelView | undefined): { hosts: string; policy: string } {
+  if (view === undefined) return { hosts: '—', policy: '—' };
+  const hosts = licensedHosts(view.snapshot.branding, view.domains.subdomainBase);
+  const policy = {
+    off: "not checked (domains: 'off'): every host is served",
+    enforce: "enforced (domains: 'enforce'): a request for another host is refused",
+    redirect: `redirected (domains: 'redirect'): a request for another host is sent to ${hosts[0] ?? 'the first'}`,
+  }[view.domains.mode];
+  return { hosts: hosts.length > 0 ? hosts.join(', ') : 'none named by the license', policy };
 }
 
 /** The status of `panel`: through one of its hosts with `panels`, the guard's own otherwise. */
@@ -89,12 +106,14 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
     ["Mother's clock offset", `${Math.round(status.clockOffsetMs)} ms`],
     ['Shared store', escapeHtml(status.store)],
     ['Last check by', escapeHtml(status.lastCheckBy ?? '—')],
-    ...(hosts.length > 0 ? [['Hosts', escapeHtml(hosts.join(', '))] as [string, string]] : []),
+    ...(hosts.length > 0 ? [['Hosts asked for', escapeHtml(hosts.join(', '))] as [string, string]] : []),
   ];
-  const snapshot = source.instruments.snapshot?.(found.host);
+  const view = source.instruments.view?.(found.host);
+  const domains = domainsOf(view);
+  rows.push(['Licensed domains', escapeHtml(domains.hosts)], ['Other hosts', escapeHtml(domains.policy)]);
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>
 <p>${action(ctx, `/panels/${encodeURIComponent(panel)}/refresh`, 'Check now')}</p>${fields(rows)}
-<h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}${snapshot ? brandingSection(snapshot) : ''}`;
+<h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}${view ? brandingSection(view.snapshot) : ''}`;
 }
 
 /** What the panel's templates get now (`res.locals.branding` and `.license`); the logo as its address, never loaded. */

@@ -6,6 +6,7 @@ import type { OutboxState } from '../outbox/store.js';
 import type { ConsoleActivity } from './activity.js';
 import { throughputChart } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
+import { findByTitle, SCAN_ROWS, titleMatches } from './title-search.js';
 
 const STATES: OutboxState[] = ['dead', 'pending', 'delivered'];
 const PAGE_SIZE = 50;
@@ -16,39 +17,44 @@ export interface ReleasesQuery {
   panel: string | undefined;
   /** A `remote_track_id` searched for. */
   track: string | undefined;
+  /** Words searched for in titles. */
+  title: string | undefined;
   /** The last id of the previous page. */
   after: number | undefined;
 }
 
-/** `?state=`, `?panel=`, `?track=` and `?after=` as the list takes them (dead releases of every panel otherwise). */
+/** `?state=`, `?panel=`, `?track=`, `?title=` and `?after=` as the list takes them (dead releases of every panel otherwise). */
 export function releasesQuery(query: Record<string, unknown>): ReleasesQuery {
   const state = STATES.find((s) => s === query.state) ?? 'dead';
   const text = (value: unknown, max: number) => (typeof value === 'string' && value.trim().length > 0 && value.length <= max ? value.trim() : undefined);
   const after = typeof query.after === 'string' && /^\d{1,15}$/.test(query.after) ? Number(query.after) : undefined;
-  return { state, panel: text(query.panel, 200), track: text(query.track, 500), after };
+  return { state, panel: text(query.panel, 200), track: text(query.track, 500), title: text(query.title, 200), after };
 }
 
 export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, activity: ConsoleActivity, query: ReleasesQuery, notice: string | undefined) {
-  const { state, panel, track, after } = query;
+  const { state, panel, track, title, after } = query;
   const scope = panel === undefined ? undefined : { panel };
-  const [stats, byPanel, entries] = await Promise.all([
+  const [stats, byPanel, { shown, next, stoppedEarly }] = await Promise.all([
     outbox.stats(scope),
     panel === undefined ? outbox.panelStats(PANELS_SHOWN).catch(() => []) : Promise.resolve([]),
-    // One more than a page: whether there is a next one.
-    outbox.list({ state, limit: PAGE_SIZE + 1, ...scope, ...(track ? { track } : {}), ...(after === undefined ? {} : { after }) }),
+    listed(outbox, query),
   ]);
-  const shown = entries.slice(0, PAGE_SIZE);
   const cards = STATES.map((s) => `<div class="card"><b>${stats[s]}</b><span>${s}</span></div>`).join('');
   const listPath = (s: OutboxState, extra: Record<string, string> = {}) =>
-    `/releases?${new URLSearchParams({ state: s, ...(panel ? { panel } : {}), ...(track ? { track } : {}), ...extra })}`;
+    `/releases?${new URLSearchParams({ state: s, ...(panel ? { panel } : {}), ...(track ? { track } : {}), ...(title ? { title } : {}), ...extra })}`;
   const tabs = STATES.map((s) => `<a href="${escapeHtml(ctx.base + listPath(s))}"${s === state ? ' class="here"' : ''}>${s}</a>`).join('');
   const search = `<form method="get" action="${escapeHtml(`${ctx.base}/releases`)}"><input type="hidden" name="state" value="${escapeHtml(state)}">${
     panel ? `<input type="hidden" name="panel" value="${escapeHtml(panel)}">` : ''
-  }<input name="track" placeholder="remote_track_id" value="${escapeHtml(track ?? '')}" aria-label="Find by remote_track_id"> <button class="quiet">Find</button></form>`;
+  }<input name="track" placeholder="remote_track_id" value="${escapeHtml(track ?? '')}" aria-label="Find by remote_track_id"> <input name="title" placeholder="words of the title" value="${escapeHtml(
+    title ?? '',
+  )}" aria-label="Find by title"> <button class="quiet">Find</button></form>`;
   const pages = [
     after === undefined ? '' : link(ctx, listPath(state), '← First page'),
-    entries.length > PAGE_SIZE ? link(ctx, listPath(state, { after: String(shown.at(-1)?.id) }), 'Next page →') : '',
+    next === undefined ? '' : link(ctx, listPath(state, { after: String(next) }), stoppedEarly ? 'Search further →' : 'Next page →'),
   ].join(' ');
+  const searched = stoppedEarly
+    ? `<p class="muted">Titles are not indexed: this page read ${SCAN_ROWS.toLocaleString('en')} releases (up to #${next}) and stopped there.</p>`
+    : '';
   const panelsTable =
     byPanel.length === 0
       ? ''
@@ -56,12 +62,30 @@ export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, acti
           .map((p) => `<tr><td>${link(ctx, listPath('dead', { panel: p.panel }), p.panel || '(no panel)')}</td><td>${p.pending}</td><td>${p.dead}</td></tr>`)
           .join('')}</tbody></table>`;
   const label = panel ? `Retry every dead release of ${panel}` : 'Retry every dead release';
-  const retryAll = state === 'dead' && shown.length > 0 && track === undefined ? action(ctx, '/releases/retry-dead', label, panel ? { panel } : {}) : '';
+  const retryAll =
+    state === 'dead' && shown.length > 0 && track === undefined && title === undefined
+      ? action(ctx, '/releases/retry-dead', label, panel ? { panel } : {})
+      : '';
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Releases${panel ? ` of ${escapeHtml(panel)}` : ''}</h1><div class="cards">${cards}</div>
 <h2>Deliveries</h2>${throughputChart(activity.lastHour())}${panelsTable}
-<h2>${escapeHtml(state)} releases${track ? ` of track ${escapeHtml(track)}` : ''}</h2><p class="filters">${tabs}</p>${search}<p>${retryAll}</p>
+<h2>${escapeHtml(state)} releases${track ? ` of track ${escapeHtml(track)}` : ''}${title ? ` titled like “${escapeHtml(title)}”` : ''}</h2><p class="filters">${tabs}</p>${search}<p>${retryAll}</p>
 <table><thead><tr><th>#</th><th>Panel</th><th>Title</th><th>Track id</th><th>Attempts</th><th>Last error</th><th>Updated</th></tr></thead>
-<tbody>${shown.map((entry) => releaseRow(ctx, entry)).join('') || '<tr><td colspan="7" class="muted">None.</td></tr>'}</tbody></table><p>${pages}</p>`;
+<tbody>${shown.map((entry) => releaseRow(ctx, entry)).join('') || '<tr><td colspan="7" class="muted">None.</td></tr>'}</tbody></table>${searched}<p>${pages}</p>`;
+}
+
+/** One page of the list: by the store's own filters, or, with a title, by reading the list (bounded). */
+async function listed(outbox: ReleaseOutbox, { state, panel, track, title, after }: ReleasesQuery) {
+  const scope = panel === undefined ? {} : { panel };
+  if (title !== undefined && track === undefined) {
+    const { found, next, stoppedEarly } = await findByTitle(outbox, { state, panel, title, after }, PAGE_SIZE);
+    return { shown: found, next, stoppedEarly };
+  }
+  // One more than a page: whether there is a next one.
+  const entries = await outbox.list({ state, limit: PAGE_SIZE + 1, ...scope, ...(track ? { track } : {}), ...(after === undefined ? {} : { after }) });
+  const shown = entries.slice(0, PAGE_SIZE);
+  const more = entries.length > PAGE_SIZE;
+  const filtered = title === undefined ? shown : shown.filter((entry) => titleMatches(entry.release.title, title));
+  return { shown: filtered, next: more ? shown.at(-1)?.id : undefined, stoppedEarly: false };
 }
 
 function releaseRow(ctx: PageContext, entry: OutboxEntry): string {

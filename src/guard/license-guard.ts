@@ -156,7 +156,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     multiPanel: false,
     hasStore: config.store !== undefined,
     readings: () => [{ panel: config.panelKey, status: guard.status(), graceLeftMs: monitor.graceLeftMs() }],
-    snapshot: () => monitor.entry.snapshot,
+    view: () => ({ snapshot: monitor.entry.snapshot, domains: config.domains }),
   });
   guard.on = (event, listener) => {
     monitor.on(event, listener as (...args: unknown[]) => void);

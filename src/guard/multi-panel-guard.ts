@@ -256,7 +256,10 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     // Panels in memory (at most `max`); an evicted panel is no longer served from memory, nor shown.
     readings: (limit) => selectReadings(running.values(), limit),
     summary: () => summarize(running.values()),
-    snapshot: (host) => (host === undefined ? undefined : panelAtHost(host)?.monitor.entry.snapshot),
+    view: (host) => {
+      const panel = host === undefined ? undefined : panelAtHost(host);
+      return panel && { snapshot: panel.monitor.entry.snapshot, domains: panel.config.domains };
+    },
   });
   guard.on = (event, listener) => {
     events.on(event, listener as (...args: unknown[]) => void);

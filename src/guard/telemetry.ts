@@ -3,6 +3,7 @@
 // metrics never silences a log line (an unheard 'error' is logged) or changes what users see.
 
 import type { LicenseState } from '../serve/license-state.js';
+import type { DomainPolicy } from '../serve/licensed-domains.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { LicenseStatus } from './license-status.js';
 
@@ -39,8 +40,18 @@ export interface GuardInstruments {
   readings(limit: number): PanelReading[];
   /** `panels` mode: counts over every panel in memory (cheap), for the totals. */
   summary?(): PanelsSummary;
-  /** What templates get now (branding and license locals): one panel's, or, with `panels`, the panel's at `host`. */
-  snapshot?(host?: string): GuardSnapshot | undefined;
+  /**
+   * One panel as its templates and its domain check see it now: one panel's, or, with `panels`,
+   * the panel's at `host`.
+   */
+  view?(host?: string): PanelView | undefined;
+}
+
+export interface PanelView {
+  /** What templates get now (branding and license locals). */
+  snapshot: GuardSnapshot;
+  /** The guard's `domains` policy for this panel (which hosts its verdict licenses, and what is done about others). */
+  domains: DomainPolicy;
 }
 
 export interface PanelsSummary {
