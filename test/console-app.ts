@@ -29,7 +29,12 @@ export interface ConsoleDeployment {
 
 export async function consoleDeployment(): Promise<ConsoleDeployment> {
   const mother = await startEmulator([
-    { apiKey: 'pk_beats', apiSecret: PANELS['beats.example'].apiSecret, active: true, panel: { name: 'Beats' } },
+    {
+      apiKey: 'pk_beats',
+      apiSecret: PANELS['beats.example'].apiSecret,
+      active: true,
+      panel: { name: 'Beats', custom_domain: 'beats.example', subdomain: 'beats' },
+    },
     {
       apiKey: 'pk_labelx',
       apiSecret: PANELS['labelx.example'].apiSecret,
@@ -40,7 +45,9 @@ export async function consoleDeployment(): Promise<ConsoleDeployment> {
     { apiKey: 'pk_test_panel', apiSecret: 'sk_test_0123456789abcdef', active: true },
   ]);
   // acme's mother goes down after its first check: acme is in grace.
-  const acmeMother = await startEmulator([{ apiKey: 'pk_acme', apiSecret: PANELS['acme.example'].apiSecret, active: true, panel: { name: XSS } }]);
+  const acmeMother = await startEmulator([
+    { apiKey: 'pk_acme', apiSecret: PANELS['acme.example'].apiSecret, active: true, panel: { name: XSS, custom_domain: 'acme.example', subdomain: 'acme' } },
+  ]);
   const guard = licenseGuard({
     baseUrl: mother.url,
     logger: silentLogger,
