@@ -119,6 +119,62 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     }
   });
 
+  it('makes one claim for releases enqueued together while it runs, not one claim each', async () => {
+    const gate = gatedSender();
+    gate.open();
+    const { store, inner, claims } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 8, autoStart: false, logger: silent });
+    try {
+      outbox.start();
+      await outbox.drain();
+      const before = claims.length;
+      // Eight callers at a time, twenty times: each batch of enqueues resolves in one turn.
+      for (let round = 0; round < 20; round++) {
+        await Promise.all(Array.from({ length: 8 }, (_, i) => outbox.enqueue({ title: `Track ${round}-${i}`, remote_track_id: `t-${round}-${i}` })));
+        await waitFor(() => gate.bodies.length === (round + 1) * 8, `round ${round} sent`);
+      }
+      // A claim used to read the store for every enqueue (7 a round here, most finding nothing);
+      // now one for the batch, and one or two as the pushes answer.
+      expect(claims.length - before).toBeLessThanOrEqual(20 * 5);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('at concurrency 1, lets a few outcomes wait for a slow store (five releases unrecorded at most), and records them together', async () => {
+    const gate = gatedSender();
+    gate.open();
+    const { store, inner, batches } = watchedStore(freshFile());
+    let recording = 0;
+    let mostRecording = 0;
+    const slowStore: OutboxStore = {
+      ...store,
+      async settleMany(settles, owner) {
+        recording += settles.length;
+        mostRecording = Math.max(mostRecording, recording);
+        await sleep(15);
+        recording -= settles.length;
+        return (store.settleMany as NonNullable<OutboxStore['settleMany']>)(settles, owner);
+      },
+    };
+    const outbox = createReleaseOutbox({ client: gate.sender, store: slowStore, concurrency: 1, autoStart: false, logger: silent });
+    try {
+      for (let i = 0; i < 40; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await outbox.drain({ signal: AbortSignal.timeout(20_000) });
+      expect(gate.bodies).toHaveLength(40);
+      // Releases pushed and not yet recorded: five at most (`concurrency` + 4), all a crash can send again.
+      expect(mostRecording).toBeLessThanOrEqual(5);
+      expect(mostRecording).toBeGreaterThanOrEqual(3);
+      expect(Math.max(...batches.map((batch) => batch.length))).toBeGreaterThanOrEqual(2);
+      expect(batches.length).toBeLessThan(40);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
   it('hands rows claimed ahead back at close(): another process sends them at once, as never attempted', async () => {
     const file = freshFile();
     const gate = gatedSender();
