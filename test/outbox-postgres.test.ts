@@ -167,6 +167,43 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when callers enqueue at once', () => {
+    it('inserts the new tracks of one turn together, and puts the others through the rules', async () => {
+      const table = freshTable();
+      const pool = newPool();
+      const store = postgresOutboxStore({ pool, schema, table });
+      const row = (track: string, hash: string) => ({ panel: 'panel-a', remoteTrackId: track, body: `{"h":"${hash}"}`, contentHash: hash });
+      // One track delivered with content H, one waiting with content A.
+      const { id: deliveredId } = await store.enqueue(row('delivered', 'H'), 1000);
+      const [claimed] = await store.claimDue({ panel: 'panel-a', owner: 'w', limit: 1, nowMs: 2000, leaseMs: 60_000 });
+      await store.settle(claimed as ClaimedRow, 'w', { kind: 'delivered', releaseId: 77 }, 2000);
+      const { id: waitingId } = await store.enqueue(row('waiting', 'A'), 3000);
+      const statements: string[] = [];
+      const query = pool.query.bind(pool);
+      pool.query = ((config: unknown, values: unknown) => {
+        statements.push(String((config as { name?: string }).name ?? 'text').replace(/^plg_[0-9a-f]+_/, ''));
+        return query(config as never, values as never);
+      }) as never;
+      const results = await Promise.all([
+        ...Array.from({ length: 8 }, (_, i) => store.enqueue(row(`new-${i}`, `N${i}`), 4000)),
+        store.enqueue(row('waiting', 'B'), 4000),
+        store.enqueue(row('delivered', 'H'), 4000),
+      ]);
+      // Eight new tracks: new rows. The first enqueue went at once (nothing was being written); the
+      // others of the turn waited for it and went together: two statements, not ten.
+      expect(results.slice(0, 8).every((result) => result.deduplicated === undefined && result.state === 'pending')).toBe(true);
+      expect(new Set(results.slice(0, 8).map((result) => result.id)).size).toBe(8);
+      expect(statements.filter((name) => name === 'insertManyIfNew')).toHaveLength(1);
+      expect(statements.filter((name) => name === 'insertIfNew')).toHaveLength(1);
+      // The waiting track's row takes the new content; the delivered content is not queued again.
+      expect(results[8]).toMatchObject({ id: waitingId, deduplicated: 'replaced-pending' });
+      expect(results[9]).toMatchObject({ id: deliveredId, state: 'delivered', releaseId: 77, deduplicated: 'already-delivered' });
+      const pending = (await store.list({ state: 'pending', limit: 100 })) ?? [];
+      expect(pending.map((r) => r.remoteTrackId).sort()).toEqual([...Array.from({ length: 8 }, (_, i) => `new-${i}`), 'waiting']);
+      expect(pending.find((r) => r.remoteTrackId === 'waiting')?.contentHash).toBe('B');
+    });
+  });
+
   describe('when an enqueue races a settle of the same track', () => {
     it('never loses the newer payload, whichever commits first', async () => {
       const table = freshTable();

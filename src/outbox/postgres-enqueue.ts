@@ -1,6 +1,7 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
 import { undoToSavepoint } from './caller-transaction.js';
+import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
@@ -23,6 +24,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   let tableKnown = false;
   let savepoints = 0;
   const onClient = connectionTurns<PgQueryable>();
+  const freshInsert = createFreshInserts(pool, hot);
 
   /**
    * No lock and no transaction of its own: a new or changed track is one INSERT; otherwise read
@@ -32,7 +34,11 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now));
-    const fresh = num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel])).rows[0]?.id);
+    // On its own, with the other enqueues of this turn (one statement); in a caller's transaction, alone.
+    const fresh =
+      client === pool
+        ? await freshInsert({ ...row, remoteTrackId: track }, now)
+        : num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel])).rows[0]?.id);
     if (fresh !== undefined) return enqueueResult({ action: 'insert' }, fresh);
     for (let round = 0; round < MAX_REREADS; round++) {
       const found = (await client.query(hot.trackRows, [track, row.panel])).rows[0];

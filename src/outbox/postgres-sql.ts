@@ -95,6 +95,15 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
+    // insertIfNew for the new tracks of one turn's enqueues: one statement and one commit for all.
+    // $1 tracks, $2 bodies, $3 content hashes, $4 panels, $5 host times; distinct tracks only.
+    insertManyIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+      SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS v(track, body, hash, panel, at)
+      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending')
+        AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'delivered'
+          ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = v.hash)
+      ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id, panel, remote_track_id`,
     // No row when the track got a pending row meanwhile (another host, another transaction):
     // the caller reads again and replaces that row's payload instead.
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
@@ -232,6 +241,7 @@ const HOT = [
   'replacePayload',
   'insertPending',
   'insertIfNew',
+  'insertManyIfNew',
   'updateAsClaimed',
   'settleMany',
   'peek',

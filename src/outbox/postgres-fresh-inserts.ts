@@ -1,0 +1,87 @@
+// The common enqueue — a track with no pending row, and content the mother does not hold yet —
+// for every caller enqueueing in the same turn of the event loop, in one statement: concurrent
+// callers (an upload form under load, a bulk import) share one round trip and one commit (group
+// commit) instead of each waiting for the disk. What the statement did not insert goes on alone
+// through the rules, exactly as a single enqueue would.
+import type { PgPool } from './postgres-schema.js';
+import { type HotStatements, num } from './postgres-sql.js';
+import type { NewOutboxRow } from './store.js';
+
+/** The most enqueues in one statement: bounds its size and one failure's reach. */
+const MAX_BATCH = 64;
+
+interface Waiting {
+  row: NewOutboxRow & { remoteTrackId: string };
+  now: number;
+  resolve: (id: number | undefined) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Inserts the row if its track is new or changed (`insertIfNew`); resolves its id, or undefined
+ * when the rules must decide. Callers keep one enqueue per track in flight (trackTurns), so the
+ * tracks of one batch are distinct.
+ */
+export type FreshInsert = (row: NewOutboxRow & { remoteTrackId: string }, now: number) => Promise<number | undefined>;
+
+const keyOf = (panel: string, track: string) => `${panel}\n${track}`;
+
+export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInsert {
+  let queue: Waiting[] = [];
+  let scheduled = false;
+  /** Statements under way. */
+  let writes = 0;
+
+  const one = ({ row, now }: Waiting) =>
+    pool.query(hot.insertIfNew, [row.remoteTrackId, row.body, row.contentHash, now, row.panel]).then((result) => num(result.rows[0]?.id));
+
+  async function write(batch: Waiting[]): Promise<void> {
+    if (batch.length === 1) {
+      const [only] = batch as [Waiting];
+      return one(only).then(only.resolve, only.reject);
+    }
+    try {
+      const values = [
+        batch.map((w) => w.row.remoteTrackId),
+        batch.map((w) => w.row.body),
+        batch.map((w) => w.row.contentHash),
+        batch.map((w) => w.row.panel),
+        batch.map((w) => w.now),
+      ];
+      const { rows } = await pool.query(hot.insertManyIfNew, values);
+      const ids = new Map(rows.map((row) => [keyOf(String(row.panel), String(row.remote_track_id)), num(row.id)]));
+      for (const waiting of batch) waiting.resolve(ids.get(keyOf(waiting.row.panel, waiting.row.remoteTrackId)));
+    } catch {
+      // Nothing of the batch was stored (one statement): each goes alone, so one bad row fails alone.
+      await Promise.all(batch.map((waiting) => one(waiting).then(waiting.resolve, waiting.reject)));
+    }
+  }
+
+  function start(batch: Waiting[]): void {
+    writes++;
+    void write(batch).finally(() => {
+      writes--;
+    });
+  }
+
+  function flush(): void {
+    scheduled = false;
+    while (queue.length > 0) {
+      start(queue.slice(0, MAX_BATCH));
+      queue = queue.slice(MAX_BATCH);
+    }
+  }
+
+  return (row, now) =>
+    new Promise<number | undefined>((resolve, reject) => {
+      const waiting: Waiting = { row, now, resolve, reject };
+      // Alone (nothing being written): at once, so a lone enqueue waits for nothing.
+      if (writes === 0 && !scheduled) return start([waiting]);
+      // Otherwise with the others of this turn (callers answered together, a loop of enqueues not awaited).
+      queue.push(waiting);
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    });
+}
