@@ -145,6 +145,18 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 0 });
     });
 
+    it('queues delivered content again when a later release of the track died, and that one can no longer be retried over it', async () => {
+      const store = make();
+      await store.enqueue(row('Song', 't1'), T0);
+      await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 77 }, T0);
+      await store.enqueue(row('Song (remix)', 't1'), T0 + 1);
+      await store.settle(await claimOne(store, A, T0 + 1), A, { kind: 'dead', error: 'HTTP 422' }, T0 + 1);
+      // The remix may have reached the mother before it was refused: "Song" is the panel's last word.
+      expect(await store.enqueue(row('Song', 't1'), T0 + 2)).toEqual({ id: 3, state: 'pending', releaseId: undefined, deduplicated: undefined });
+      expect(await store.requeueDead(2, T0 + 3)).toBe(0);
+      expect((await claim(store, A, T0 + 3)).map((c) => [c.id, c.body])).toEqual([[3, row('Song', 't1').body]]);
+    });
+
     it('queues changed content of a delivered release as an update', async () => {
       const store = make();
       await store.enqueue(row('Song', 't1'), T0);

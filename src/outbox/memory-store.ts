@@ -81,15 +81,17 @@ export function createMemoryOutboxStore(): OutboxStore {
       refuseTransaction('memory', options);
       let newestPending: MemoryRow | undefined;
       let latestDelivered: MemoryRow | undefined;
+      let newestDeadId: number | undefined;
       if (row.remoteTrackId !== undefined) {
         for (const candidate of rowsOfTrack(row.panel, row.remoteTrackId)) {
           if (candidate.state === 'pending') newestPending = candidate;
+          if (candidate.state === 'dead') newestDeadId = Math.max(newestDeadId ?? 0, candidate.id);
           if (candidate.state === 'delivered' && (candidate.deliveredSeq ?? 0) > (latestDelivered?.deliveredSeq ?? -1)) {
             latestDelivered = candidate;
           }
         }
       }
-      const plan = planEnqueue(row, newestPending, latestDelivered);
+      const plan = planEnqueue(row, newestPending, latestDelivered, newestDeadId);
       if (plan.action === 'replace-pending' && newestPending) {
         Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, updatedAt: nowMs });
       }

@@ -4,7 +4,7 @@
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
 import { headerOf, type MysqlQueryable, type MysqlTableNames, NO_BACKSLASH_ESCAPES, noBackslashEscapes, rowsOf } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
-import { enqueueResult, planEnqueue } from './rules.js';
+import { enqueueResult, needsNewestDead, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
@@ -38,11 +38,10 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     await connection.query(sql.lockTrack, [panel, track]);
     const [pending] = rowsOf(await connection.query(sql.newestPending, [panel, track]));
     const [delivered] = rowsOf(await connection.query(sql.latestDelivered, [panel, track]));
-    const plan = planEnqueue(
-      row,
-      pending && { id: Number(pending.id), contentHash: pending.content_hash as string },
-      delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) },
-    );
+    const newestPending = pending && { id: Number(pending.id), contentHash: pending.content_hash as string };
+    const latestDelivered = delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) };
+    const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await connection.query(sql.newestDead, [panel, track]))[0] : undefined;
+    const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
     if (plan.action === 'replace-pending') await connection.query(sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
     return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now) : undefined);
   }

@@ -41,6 +41,8 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     newestPending: `SELECT id, content_hash FROM ${t} WHERE panel = ? AND pending_track = ? FOR UPDATE`,
     latestDelivered: `SELECT id, content_hash, release_id FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'delivered'
       ORDER BY delivered_seq DESC, id DESC LIMIT 1 FOR UPDATE`,
+    // A locking read under the track's lock, as the two above: the track's newest dead release.
+    newestDead: `SELECT id FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'dead' ORDER BY id DESC LIMIT 1 FOR UPDATE`,
     replacePayload: `UPDATE ${t} SET body = ?, content_hash = ?, updated_at = ? WHERE id = ? AND state = 'pending'`,
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?)`,

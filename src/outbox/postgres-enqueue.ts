@@ -48,6 +48,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
         found?.delivered_id == null
           ? undefined
           : { id: Number(found.delivered_id), contentHash: found.delivered_hash as string, releaseId: num(found.release_id) },
+        num(found?.dead_id),
       );
       if (plan.action === 'replace-pending') {
         if ((await client.query(hot.replacePayload, [plan.id, row.body, row.contentHash, now])).rowCount === 1) return enqueueResult(plan, undefined);

@@ -76,12 +76,13 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // transaction ends). Enqueues need no lock: the one-pending-row index arbitrates them.
     // $1 table, $2 panel, $3 track.
     lockTrack: "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2 || E'\\n' || $3))",
-    // The newest pending row and the latest delivery of a panel's track, in one round trip.
+    // The newest pending row, the latest delivery and the newest dead row of a panel's track, in one round trip.
     trackRows: `SELECT * FROM
       (SELECT id AS pending_id, content_hash AS pending_hash FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'pending'
         ORDER BY id DESC LIMIT 1) AS pending
       FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'delivered'
-        ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true`,
+        ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true
+      CROSS JOIN (SELECT MAX(id) AS dead_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'dead') AS dead`,
     // Only while pending: a settle may have just delivered the row (the caller then reads again).
     replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending'`,
     // The common case in one statement: a new or changed track. It inserts only when planEnqueue

@@ -17,23 +17,33 @@ interface ContentOf {
  * - No `remote_track_id`: always a new row (we cannot tell two such releases apart).
  * - A pending row for the track: it takes the new payload and keeps its id and place in line;
  *   sending the older payload first would only be overwritten a moment later.
- * - Otherwise, if the latest delivery for the track carried the same bytes: nothing to do.
- * - Otherwise (never sent, or changed since): a new row, sent as an update.
+ * - Otherwise, if the latest delivery for the track carried the same bytes, and no release of
+ *   the track died after it: nothing to do.
+ * - Otherwise (never sent, changed since, or a later release died): a new row, sent as an update.
+ *   A release that died after the latest delivery may have reached the mother all the same (an
+ *   attempt whose answer was lost before the refusal), so the mother may no longer hold what was
+ *   delivered; and the new row keeps the dead one from being retried over the panel's last word.
  */
 export function planEnqueue(
   row: NewOutboxRow,
   newestPending: ContentOf | undefined,
   latestDelivered: (ContentOf & { releaseId: number | undefined }) | undefined,
+  newestDeadId?: number | undefined,
 ): EnqueuePlan {
   if (row.remoteTrackId === undefined) return { action: 'insert' };
   if (newestPending) {
     const action = newestPending.contentHash === row.contentHash ? 'keep-pending' : 'replace-pending';
     return { action, id: newestPending.id };
   }
-  if (latestDelivered && latestDelivered.contentHash === row.contentHash) {
+  if (latestDelivered && latestDelivered.contentHash === row.contentHash && !(newestDeadId !== undefined && newestDeadId > latestDelivered.id)) {
     return { action: 'already-delivered', id: latestDelivered.id, releaseId: latestDelivered.releaseId };
   }
   return { action: 'insert' };
+}
+
+/** Whether planEnqueue needs the track's newest dead row (only to confirm 'already-delivered'). */
+export function needsNewestDead(row: NewOutboxRow, newestPending: ContentOf | undefined, latestDelivered: ContentOf | undefined): boolean {
+  return row.remoteTrackId !== undefined && newestPending === undefined && latestDelivered?.contentHash === row.contentHash;
 }
 
 export function enqueueResult(plan: EnqueuePlan, insertedId: number | undefined): EnqueueResult {

@@ -1,7 +1,7 @@
 // The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
 import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
-import { ADOPTION_SUPERSEDED, enqueueResult, planEnqueue, planSettle } from './rules.js';
+import { ADOPTION_SUPERSEDED, enqueueResult, needsNewestDead, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
@@ -42,6 +42,7 @@ const SQL = {
   newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
   latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId FROM release_outbox
     WHERE panel = ? AND remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
+  newestDead: `SELECT MAX(id) AS id FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'dead'`,
   replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
   insertPending: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
     VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
@@ -112,7 +113,8 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
         ? undefined
         : (statements.latestDelivered.get(panel, track) as { id: number; contentHash: string; releaseId: number | null } | undefined);
     const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId) };
-    const plan = planEnqueue(row, newestPending, latestDelivered);
+    const newestDead = needsNewestDead(row, newestPending, latestDelivered) ? (statements.newestDead.get(panel, track) as { id: number | null }) : undefined;
+    const plan = planEnqueue(row, newestPending, latestDelivered, orUndefined(newestDead?.id ?? null));
     if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
     const inserted =
       plan.action === 'insert'
