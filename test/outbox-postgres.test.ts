@@ -204,6 +204,68 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
   });
 
+  describe('when callers enqueue at once while a caller’s transaction holds a track', () => {
+    const row = (track: string, who: string) => ({ panel: 'p', remoteTrackId: track, body: `{"${who}":1}`, contentHash: who });
+
+    it('sends the other tracks of a batch on without waiting for that transaction', { timeout: 20_000 }, async () => {
+      const table = freshTable();
+      const [hostPool, callerPool] = [newPool(), newPool()];
+      const host = postgresOutboxStore({ pool: hostPool, schema, table });
+      const caller = postgresOutboxStore({ pool: callerPool, schema, table });
+      await host.migrate();
+      const client = await callerPool.connect();
+      await client.query('BEGIN');
+      await caller.enqueue(row('held', 'C'), 1000, { transaction: client });
+      let committed = false;
+      const resolvedOpen: string[] = [];
+      const calls = ['first', 'u1', 'u2', 'held', 'u3'].map((track) =>
+        Promise.resolve(host.enqueue(row(track, 'A'), 1000)).then((result) => {
+          if (!committed) resolvedOpen.push(track);
+          return result;
+        }),
+      );
+      // Commit once the unrelated tracks are stored, or after 5 s if they wait for it.
+      await Promise.race([Promise.all([calls[1], calls[2], calls[4]]), sleep(5000)]);
+      committed = true;
+      await client.query('COMMIT');
+      client.release();
+      const results = await Promise.all(calls);
+      expect(resolvedOpen.sort()).toEqual(['first', 'u1', 'u2', 'u3']);
+      // The held track waited for the commit, and then took the newer content.
+      expect(results[3]).toMatchObject({ deduplicated: 'replaced-pending' });
+    });
+
+    it('never deadlocks with a caller that enqueues tracks of the batch in another order', { timeout: 30_000 }, async () => {
+      const table = freshTable();
+      const [hostPool, callerPool] = [newPool(), newPool()];
+      const host = postgresOutboxStore({ pool: hostPool, schema, table });
+      const caller = postgresOutboxStore({ pool: callerPool, schema, table });
+      await host.migrate();
+      // What the host's statements failed with (a batch that gives up goes row by row).
+      const failures: string[] = [];
+      const query = hostPool.query.bind(hostPool);
+      hostPool.query = ((config: never, values: never) =>
+        query(config, values).catch((error: { code?: string }) => {
+          failures.push(String(error.code));
+          throw error;
+        })) as never;
+      for (let round = 0; round < 3; round++) {
+        const client = await callerPool.connect();
+        await client.query('BEGIN');
+        await caller.enqueue(row(`r${round}-5`, 'C'), 1000, { transaction: client });
+        const batch = Promise.all(['0', '1', '2', '3', '4', '5'].map((n) => host.enqueue(row(`r${round}-${n}`, 'A'), 1000)));
+        await sleep(20);
+        // The caller now wants a track the batch may hold: it must get it, not a deadlock error.
+        await caller.enqueue(row(`r${round}-1`, 'C'), 1000, { transaction: client });
+        await client.query('COMMIT');
+        client.release();
+        expect(await batch).toHaveLength(6);
+      }
+      // The batch gave up waiting (lock_not_available) before PostgreSQL saw a deadlock.
+      expect(failures).not.toContain('40P01');
+    });
+  });
+
   describe('when an enqueue races a settle of the same track', () => {
     it('never loses the newer payload, whichever commits first', async () => {
       const table = freshTable();

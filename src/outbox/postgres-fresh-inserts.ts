@@ -25,6 +25,8 @@ interface Waiting {
 export type FreshInsert = (row: NewOutboxRow & { remoteTrackId: string }, now: number) => Promise<number | undefined>;
 
 const keyOf = (panel: string, track: string) => `${panel}\n${track}`;
+/** A fixed order of ids (UTF-16 code units): every host runs this code, so every batch is in it. */
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInsert {
   let queue: Waiting[] = [];
@@ -40,6 +42,8 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
       const [only] = batch as [Waiting];
       return one(only).then(only.resolve, only.reject);
     }
+    // In one order everywhere (panel, then track): two hosts' batches then never wait on each other in a circle.
+    batch.sort((a, b) => compare(a.row.panel, b.row.panel) || compare(a.row.remoteTrackId, b.row.remoteTrackId));
     try {
       const values = [
         batch.map((w) => w.row.remoteTrackId),
@@ -52,7 +56,8 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
       const ids = new Map(rows.map((row) => [keyOf(String(row.panel), String(row.remote_track_id)), num(row.id)]));
       for (const waiting of batch) waiting.resolve(ids.get(keyOf(waiting.row.panel, waiting.row.remoteTrackId)));
     } catch {
-      // Nothing of the batch was stored (one statement): each goes alone, so one bad row fails alone.
+      // Nothing of the batch was stored (one statement): each goes alone, so one bad row fails
+      // alone, and a track a caller's open transaction holds waits alone (the batch gave up).
       await Promise.all(batch.map((waiting) => one(waiting).then(waiting.resolve, waiting.reject)));
     }
   }

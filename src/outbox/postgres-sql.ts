@@ -6,6 +6,8 @@ import type { ClaimedRow, OutboxState, StoredRow } from './store.js';
 export type Row = Record<string, unknown>;
 /** The database's clock in epoch milliseconds (the one clock every host shares). */
 export const DB_NOW_MS = '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint';
+/** How long a batch of enqueues waits for a row another transaction holds before going row by row. */
+const BATCH_LOCK_WAIT = '20ms';
 export const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
 export const orNull = <T>(value: T | undefined) => (value === undefined ? null : value);
 
@@ -96,11 +98,16 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
-    // insertIfNew for the new tracks of one turn's enqueues: one statement and one commit for all.
+    // insertIfNew for new tracks enqueued together: one statement and one commit for all. It waits
+    // at most BATCH_LOCK_WAIT for another transaction's row (a caller's transaction holding one
+    // of the tracks): then it fails, nothing of it is stored, and its rows go one by one, so one
+    // track held by a caller never holds up the others (nor deadlocks with that caller). The
+    // setting is local to this statement's own transaction, and read before the first row.
     // $1 tracks, $2 bodies, $3 content hashes, $4 panels, $5 host times; distinct tracks only.
-    insertManyIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
+    insertManyIfNew: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', '${BATCH_LOCK_WAIT}', true) AS lock_timeout)
+      INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS v(track, body, hash, panel, at)
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS v(track, body, hash, panel, at) CROSS JOIN wait
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending')
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = v.hash)
