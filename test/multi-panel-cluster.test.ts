@@ -45,19 +45,27 @@ afterEach(async () => {
 });
 
 /**
- * Store calls that failed (a loaded machine can make Redis miss its 1 s command timeout), and
- * fallback checks (an elected peer's result late on a loaded machine): each lets an instance
- * check on its own, as documented, so a count of checks allows for them.
+ * Store calls that failed (a loaded machine can make Redis miss its 1 s command timeout) or took
+ * longer than the start-up budget, and fallback checks (an elected peer's result late on a loaded
+ * machine): each lets an instance check on its own, as documented, so a count of checks allows
+ * for them (as it does for a failed check, which its instance retries without a lease).
  */
 let storeFailures = 0;
 /** Check-slot leases won, by key (`<panel id>:lease:slot:<slot>`, the store adds its prefix): each slot has one winner. */
 const slotWins = new Map<string, number>();
 function counted(store: LicenseStore): LicenseStore {
-  const seen = <T>(call: Promise<T>) =>
-    call.catch((error: unknown) => {
-      storeFailures++;
-      throw error;
-    });
+  const seen = <T>(call: Promise<T>) => {
+    const began = performance.now();
+    return call
+      .catch((error: unknown) => {
+        storeFailures++;
+        throw error;
+      })
+      .finally(() => {
+        // Over the start-up budget (250 ms): a starting instance checks on its own (documented).
+        if (performance.now() - began > 250) storeFailures++;
+      });
+  };
   return {
     ...store,
     get: (key, maxBytes) => seen(store.get(key, maxBytes)),
@@ -122,7 +130,8 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('licenseGuard({ panels, store })
     const panelIds = HOSTS.map((host) => three[0]?.guard.status(host)?.panel as string);
     const apiKeys = HOSTS.map((host) => PANELS[host].apiKey);
     expect(apiKeys.every((apiKey) => checksBy(apiKey) >= 1)).toBe(true);
-    expect(apiKeys.reduce((sum, apiKey) => sum + checksBy(apiKey) - 1, 0)).toBeLessThanOrEqual(storeFailures);
+    const reported = () => three.reduce((sum, { errors }) => sum + errors.length, 0);
+    expect(apiKeys.reduce((sum, apiKey) => sum + checksBy(apiKey) - 1, 0)).toBeLessThanOrEqual(storeFailures + reported());
     for (let round = 2; round <= 4; round++) {
       // The test's clock runs 11 s ahead per round, more than one 10 s interval: instances that
       // scheduled a panel at moments either side of a slot's half-interval mark may hold two
@@ -144,7 +153,7 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('licenseGuard({ panels, store })
         `checks ${apiKeys.map(checksBy)}, slot leases won ${JSON.stringify(wins.map(([key, n]) => `${key.slice(0, 6)}…${key.slice(key.lastIndexOf(':'))}×${n}`))}, ${slotsPassed} slot times passed, ${storeFailures} store failures; errors ${JSON.stringify(
           three.map(({ errors }) => errors.map((error) => `${error.panel}:${error.code}`)),
         )}`;
-      expect(twiceWon + unelected, seen()).toBeLessThanOrEqual(storeFailures);
+      expect(twiceWon + unelected, seen()).toBeLessThanOrEqual(storeFailures + reported());
       for (const panelId of panelIds) expect(winsOf(panelId).length, seen()).toBeLessThanOrEqual(slotsPassed);
     }
     for (const { guard } of three) for (const host of HOSTS) expect(guard.status(host)).toMatchObject({ state: 'active', store: 'ok' });
