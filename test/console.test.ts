@@ -3,8 +3,9 @@ import express4 from 'express4';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../src/console.js';
-import { createMemoryOutboxStore, createReleaseOutbox } from '../src/index.js';
+import { createMemoryOutboxStore, createReleaseOutbox, licenseGuard } from '../src/index.js';
 import { type ConsoleDeployment, consoleDeployment } from './console-app.js';
+import { silentLogger } from './guard-app.js';
 import { clientFor, startEmulator, waitFor } from './helpers.js';
 
 // The operator's console over HTTP: who may see it, what an action needs, what a page may load,
@@ -170,6 +171,8 @@ describe('licenseConsole()', () => {
     const third = await request(app).get('/ops/releases?state=pending&title=midnight&after=10050').expect(200);
     expect(ids(third.text)).toEqual([]);
     expect(third.text).not.toMatch(/Search further|Next page/);
+    // Every word, in any order.
+    expect(ids((await request(app).get('/ops/releases?state=pending&title=five%20midnight').expect(200)).text)).toEqual([5]);
     // With a track id, the title narrows that track's releases.
     expect(ids((await request(app).get('/ops/releases?state=pending&track=t-7&title=MIDNIGHT').expect(200)).text)).toEqual([7]);
     expect(ids((await request(app).get('/ops/releases?state=pending&track=t-70&title=midnight').expect(200)).text)).toEqual([]);
@@ -224,6 +227,22 @@ describe('licenseConsole()', () => {
       .type('form')
       .send({ csrf })
       .expect(403);
+  });
+
+  it('says a license that names no domain is served on every host, as the guard does, whatever `domains` says', async () => {
+    const mother = await startEmulator([{ apiKey: 'pk_nodomain', apiSecret: 'sk_nodomain_0123456789', active: true, panel: { custom_domain: null } }]);
+    const guard = licenseGuard({ baseUrl: mother.url, apiKey: 'pk_nodomain', apiSecret: 'sk_nodomain_0123456789', domains: 'enforce', logger: silentLogger });
+    await guard.refresh();
+    const ops = licenseConsole({ guard, authorize: () => true });
+    const app = express().use('/ops', ops);
+    const list = await request(app).get('/ops/').expect(200);
+    expect(list.text).toContain('<td>none named by the license</td>');
+    const panelPath = /href="\/ops(\/panels\/[^"]+)"/.exec(list.text)?.[1] as string;
+    const page = await request(app).get(`/ops${panelPath}`).expect(200);
+    expect(page.text).toContain('not checked: the license names no domain, so every host is served (domains: &#39;enforce&#39;)');
+    ops.close();
+    await guard.close();
+    await mother.close();
   });
 
   it('works mounted in an Express 4 app too', async () => {

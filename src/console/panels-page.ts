@@ -58,7 +58,13 @@ function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, grace
 <td>${status.state === 'locked' || status.state === 'pending' ? '—' : escapeHtml(duration(graceLeftMs))}</td>
 <td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(lastOutcome(status))}</td>
 <td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td>
-<td>${escapeHtml(domainsOf(source.instruments.view?.(hosts[0])).hosts)}</td></tr>`;
+<td>${escapeHtml(domainsOf(viewOf(source, panel, hosts[0])).hosts)}</td></tr>`;
+}
+
+/** The panel's view through `host`, if that host is still this panel's (a host may move to another panel). */
+function viewOf(source: PanelsSource, panel: string, host: string | undefined): PanelView | undefined {
+  if (host !== undefined && source.guard.status(host)?.panel !== panel) return undefined;
+  return source.instruments.view?.(host);
 }
 
 /**
@@ -67,12 +73,18 @@ function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, grace
  */
 function domainsOf(view: PanelView | undefined): { hosts: string; policy: string } {
   if (view === undefined) return { hosts: '—', policy: '—' };
+  const { mode, allowHosts } = view.domains;
   const hosts = licensedHosts(view.snapshot.branding, view.domains.subdomainBase);
-  const policy = {
-    off: "not checked (domains: 'off'): every host is served",
-    enforce: "enforced (domains: 'enforce'): a request for another host is refused",
-    redirect: `redirected (domains: 'redirect'): a request for another host is sent to ${hosts[0] ?? 'the first'}`,
-  }[view.domains.mode];
+  const allowed = allowHosts.size > 0 ? `; always served: ${[...allowHosts].join(', ')}` : '';
+  // As checkDomain() decides: a license that names no host this guard can check is served everywhere.
+  const policy =
+    mode === 'off'
+      ? "not checked (domains: 'off'): every host is served"
+      : hosts.length === 0
+        ? `not checked: the license names no domain, so every host is served (domains: '${mode}')`
+        : mode === 'enforce'
+          ? `enforced (domains: 'enforce'): a request for another host is refused${allowed}`
+          : `redirected (domains: 'redirect'): a request for another host is sent to ${hosts[0]}${allowed}`;
   return { hosts: hosts.length > 0 ? hosts.join(', ') : 'none named by the license', policy };
 }
 
@@ -108,7 +120,7 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
     ['Last check by', escapeHtml(status.lastCheckBy ?? '—')],
     ...(hosts.length > 0 ? [['Hosts asked for', escapeHtml(hosts.join(', '))] as [string, string]] : []),
   ];
-  const view = source.instruments.view?.(found.host);
+  const view = viewOf(source, panel, found.host);
   const domains = domainsOf(view);
   rows.push(['Licensed domains', escapeHtml(domains.hosts)], ['Other hosts', escapeHtml(domains.policy)]);
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>

@@ -6,7 +6,7 @@ import type { OutboxState } from '../outbox/store.js';
 import type { ConsoleActivity } from './activity.js';
 import { throughputChart } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
-import { findByTitle, SCAN_ROWS, titleMatches } from './title-search.js';
+import { findByTitle, SCAN_ROWS, searchWords, titleMatches } from './title-search.js';
 
 const STATES: OutboxState[] = ['dead', 'pending', 'delivered'];
 const PAGE_SIZE = 50;
@@ -84,7 +84,8 @@ async function listed(outbox: ReleaseOutbox, { state, panel, track, title, after
   const entries = await outbox.list({ state, limit: PAGE_SIZE + 1, ...scope, ...(track ? { track } : {}), ...(after === undefined ? {} : { after }) });
   const shown = entries.slice(0, PAGE_SIZE);
   const more = entries.length > PAGE_SIZE;
-  const filtered = title === undefined ? shown : shown.filter((entry) => titleMatches(entry.release.title, title));
+  const words = title === undefined ? undefined : searchWords(title);
+  const filtered = words === undefined ? shown : shown.filter((entry) => titleMatches(entry.release.title, words));
   return { shown: filtered, next: more ? shown.at(-1)?.id : undefined, stoppedEarly: false };
 }
 

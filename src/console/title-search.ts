@@ -14,7 +14,7 @@ const BATCH = 1000;
 export interface TitleQuery {
   state: OutboxState;
   panel: string | undefined;
-  /** Words the title must contain, in any case (compared after Unicode NFKC normalisation). */
+  /** Words the title must each contain, in any order and case (compared after Unicode NFKC normalisation). */
   title: string;
   /** Read releases after this id (the previous page's `next`). */
   after: number | undefined;
@@ -37,12 +37,22 @@ function fold(text: string): string {
   return text.normalize('NFKC').toLocaleLowerCase('und');
 }
 
-/** Whether a release's title contains `words` (folded as above). */
-export function titleMatches(title: unknown, words: string): boolean {
-  return typeof title === 'string' && fold(title).includes(fold(words));
+/** The words of a search, folded: what titleMatches() looks for. */
+export function searchWords(text: string): string[] {
+  return fold(text)
+    .split(/\s+/)
+    .filter((word) => word.length > 0);
+}
+
+/** Whether a release's title contains every one of `words` (from searchWords), in any order. */
+export function titleMatches(title: unknown, words: string[]): boolean {
+  if (typeof title !== 'string') return false;
+  const folded = fold(title);
+  return words.every((word) => folded.includes(word));
 }
 
 export async function findByTitle(outbox: ReleaseOutbox, query: TitleQuery, pageSize: number): Promise<TitleMatches> {
+  const words = searchWords(query.title);
   const found: OutboxEntry[] = [];
   let after = query.after;
   let read = 0;
@@ -57,7 +67,7 @@ export async function findByTitle(outbox: ReleaseOutbox, query: TitleQuery, page
     for (const entry of batch) {
       read++;
       after = entry.id;
-      if (!titleMatches(entry.release.title, query.title)) continue;
+      if (!titleMatches(entry.release.title, words)) continue;
       found.push(entry);
       // One more than a page: there is a next page, and it reads on after this page's last release.
       if (found.length > pageSize) return { found: found.slice(0, pageSize), next: found[pageSize - 1]?.id, stoppedEarly: false };
