@@ -157,6 +157,20 @@ describe.each(stores)('%s', (_name, create) => {
       expect((await claim(store, A, T0 + 3)).map((c) => [c.id, c.body])).toEqual([[3, row('Song', 't1').body]]);
     });
 
+    it('also when the latest delivery is an older payload recorded after its row took the newer one, which then died', async () => {
+      const store = make();
+      await store.enqueue(row('Remix', 't1'), T0);
+      const inFlight = await claimOne(store);
+      // Replaced while in flight: row 1 carries "Song"; the "Remix" send is recorded as history row 2.
+      await store.enqueue(row('Song', 't1'), T0);
+      expect(await store.settle(inFlight, A, { kind: 'delivered', releaseId: 5 }, T0)).toBe('superseded');
+      await store.settle(await claimOne(store), A, { kind: 'dead', error: 'HTTP 422' }, T0);
+      // Back to "Remix": "Song" (row 1) came after it, although its id is lower than the history row's.
+      expect(await store.enqueue(row('Remix', 't1'), T0 + 2)).toMatchObject({ id: 3, state: 'pending', deduplicated: undefined });
+      expect(await store.requeueDead(1, T0 + 3)).toBe(0);
+      expect((await claim(store, A, T0 + 3)).map((c) => c.body)).toEqual([row('Remix', 't1').body]);
+    });
+
     it('queues changed content of a delivered release as an update', async () => {
       const store = make();
       await store.enqueue(row('Song', 't1'), T0);

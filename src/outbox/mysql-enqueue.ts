@@ -39,7 +39,12 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     const [pending] = rowsOf(await connection.query(sql.newestPending, [panel, track]));
     const [delivered] = rowsOf(await connection.query(sql.latestDelivered, [panel, track]));
     const newestPending = pending && { id: Number(pending.id), contentHash: pending.content_hash as string };
-    const latestDelivered = delivered && { id: Number(delivered.id), contentHash: delivered.content_hash as string, releaseId: num(delivered.release_id) };
+    const latestDelivered = delivered && {
+      id: Number(delivered.id),
+      contentHash: delivered.content_hash as string,
+      releaseId: num(delivered.release_id),
+      historyOf: num(delivered.history_of),
+    };
     const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await connection.query(sql.newestDead, [panel, track]))[0] : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
     if (plan.action === 'replace-pending') await connection.query(sql.replacePayload, [row.body, row.contentHash, now, plan.id]);

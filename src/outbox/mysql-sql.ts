@@ -39,7 +39,7 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // Locking reads, after the track's lock: they read what is committed now, whatever the
     // transaction's isolation level (a caller's REPEATABLE READ snapshot may be older).
     newestPending: `SELECT id, content_hash FROM ${t} WHERE panel = ? AND pending_track = ? FOR UPDATE`,
-    latestDelivered: `SELECT id, content_hash, release_id FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'delivered'
+    latestDelivered: `SELECT id, content_hash, release_id, history_of FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'delivered'
       ORDER BY delivered_seq DESC, id DESC LIMIT 1 FOR UPDATE`,
     // A locking read under the track's lock, as the two above: the track's newest dead release.
     newestDead: `SELECT id FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'dead' ORDER BY id DESC LIMIT 1 FOR UPDATE`,

@@ -47,7 +47,12 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
         found?.pending_id == null ? undefined : { id: Number(found.pending_id), contentHash: found.pending_hash as string },
         found?.delivered_id == null
           ? undefined
-          : { id: Number(found.delivered_id), contentHash: found.delivered_hash as string, releaseId: num(found.release_id) },
+          : {
+              id: Number(found.delivered_id),
+              contentHash: found.delivered_hash as string,
+              releaseId: num(found.release_id),
+              historyOf: num(found.delivered_history_of),
+            },
         num(found?.dead_id),
       );
       if (plan.action === 'replace-pending') {

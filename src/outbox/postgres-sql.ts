@@ -82,7 +82,8 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     trackRows: `SELECT * FROM
       (SELECT id AS pending_id, content_hash AS pending_hash FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'pending'
         ORDER BY id DESC LIMIT 1) AS pending
-      FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'delivered'
+      FULL JOIN (SELECT id AS delivered_id, content_hash AS delivered_hash, release_id, history_of AS delivered_history_of FROM ${t}
+          WHERE panel = $2 AND remote_track_id = $1 AND state = 'delivered'
         ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true
       CROSS JOIN (SELECT MAX(id) AS dead_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'dead') AS dead`,
     // Only while pending: a settle may have just delivered the row (the caller then reads again).

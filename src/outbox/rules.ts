@@ -27,7 +27,7 @@ interface ContentOf {
 export function planEnqueue(
   row: NewOutboxRow,
   newestPending: ContentOf | undefined,
-  latestDelivered: (ContentOf & { releaseId: number | undefined }) | undefined,
+  latestDelivered: (ContentOf & { releaseId: number | undefined; historyOf?: number | undefined }) | undefined,
   newestDeadId?: number | undefined,
 ): EnqueuePlan {
   if (row.remoteTrackId === undefined) return { action: 'insert' };
@@ -35,10 +35,21 @@ export function planEnqueue(
     const action = newestPending.contentHash === row.contentHash ? 'keep-pending' : 'replace-pending';
     return { action, id: newestPending.id };
   }
-  if (latestDelivered && latestDelivered.contentHash === row.contentHash && !(newestDeadId !== undefined && newestDeadId > latestDelivered.id)) {
+  if (latestDelivered && latestDelivered.contentHash === row.contentHash && !diedSince(newestDeadId, latestDelivered)) {
     return { action: 'already-delivered', id: latestDelivered.id, releaseId: latestDelivered.releaseId };
   }
   return { action: 'insert' };
+}
+
+/**
+ * Whether the track's newest dead row was uploaded after the content of its latest delivery.
+ * Rows are numbered in upload order, but for one exception: a history row (a payload delivered
+ * after its row took a newer one) is numbered when it is recorded, so its content dates from its
+ * row's id — and that row, carrying the newer payload, may be the dead one.
+ */
+function diedSince(newestDeadId: number | undefined, delivered: { id: number; historyOf?: number | undefined }): boolean {
+  if (newestDeadId === undefined) return false;
+  return newestDeadId > delivered.id || (delivered.historyOf !== undefined && newestDeadId >= delivered.historyOf);
 }
 
 /** Whether planEnqueue needs the track's newest dead row (only to confirm 'already-delivered'). */

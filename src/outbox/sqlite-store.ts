@@ -40,7 +40,7 @@ const IN_SCOPE = '(@panel IS NULL OR panel = @panel)';
 
 const SQL = {
   newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
-  latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId FROM release_outbox
+  latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId, history_of AS historyOf FROM release_outbox
     WHERE panel = ? AND remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
   newestDead: `SELECT MAX(id) AS id FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'dead'`,
   replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
@@ -111,8 +111,8 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     const delivered =
       track === undefined
         ? undefined
-        : (statements.latestDelivered.get(panel, track) as { id: number; contentHash: string; releaseId: number | null } | undefined);
-    const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId) };
+        : (statements.latestDelivered.get(panel, track) as { id: number; contentHash: string; releaseId: number | null; historyOf: number | null } | undefined);
+    const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId), historyOf: orUndefined(delivered.historyOf) };
     const newestDead = needsNewestDead(row, newestPending, latestDelivered) ? (statements.newestDead.get(panel, track) as { id: number | null }) : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, orUndefined(newestDead?.id ?? null));
     if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
