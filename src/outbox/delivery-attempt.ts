@@ -2,10 +2,10 @@
 // say what its outcome means for the row (delivered, retry when, dead) and for its panel's holds.
 import { retryDelayMs } from './backoff.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
+import type { ResolvedOutboxConfig } from './options.js';
 import type { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
 import type { ClaimedRow, DeliveryOutcome } from './store.js';
-import type { WorkerConfig } from './worker.js';
 
 export interface Attempt {
   outcome: DeliveryOutcome;
@@ -28,7 +28,7 @@ const motherOf = (sender: unknown): string | undefined => {
   return typeof baseUrl === 'string' ? baseUrl : undefined;
 };
 
-type AttemptConfig = Pick<WorkerConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'>;
+type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'>;
 
 /** `attempt(row, sentTo)`: `sentTo` learns the mother the row went to, and whether it went as a probe. */
 export function createAttempts(config: AttemptConfig, routing: PanelRouting, holds: PanelHolds) {
