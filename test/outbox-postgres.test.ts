@@ -206,13 +206,17 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
 
   describe('when callers enqueue at once while a caller’s transaction holds a track', () => {
     const row = (track: string, who: string) => ({ panel: 'p', remoteTrackId: track, body: `{"${who}":1}`, contentHash: who });
-
-    it('sends the other tracks of a batch on without waiting for that transaction', { timeout: 20_000 }, async () => {
+    /** One table, seen by a host enqueueing on its own and by a caller enqueueing in its transactions. */
+    async function hostAndCaller() {
       const table = freshTable();
       const [hostPool, callerPool] = [newPool(), newPool()];
       const host = postgresOutboxStore({ pool: hostPool, schema, table });
-      const caller = postgresOutboxStore({ pool: callerPool, schema, table });
       await host.migrate();
+      return { hostPool, callerPool, host, caller: postgresOutboxStore({ pool: callerPool, schema, table }) };
+    }
+
+    it('sends the other tracks of a batch on without waiting for that transaction', { timeout: 20_000 }, async () => {
+      const { callerPool, host, caller } = await hostAndCaller();
       const client = await callerPool.connect();
       await client.query('BEGIN');
       await caller.enqueue(row('held', 'C'), 1000, { transaction: client });
@@ -236,11 +240,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
     });
 
     it('never deadlocks with a caller that enqueues tracks of the batch in another order', { timeout: 30_000 }, async () => {
-      const table = freshTable();
-      const [hostPool, callerPool] = [newPool(), newPool()];
-      const host = postgresOutboxStore({ pool: hostPool, schema, table });
-      const caller = postgresOutboxStore({ pool: callerPool, schema, table });
-      await host.migrate();
+      const { hostPool, callerPool, host, caller } = await hostAndCaller();
       // What the host's statements failed with (a batch that gives up goes row by row).
       const failures: string[] = [];
       const query = hostPool.query.bind(hostPool);
