@@ -175,6 +175,73 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     }
   });
 
+  it('at concurrency 1, records two outcomes per commit while the next push is under way, not one each', async () => {
+    const bodies: string[] = [];
+    // Each answer in a turn of its own, as a mother's answers over HTTP arrive.
+    const sender: ReleaseSender = {
+      panelId: PANEL,
+      timeoutMs: 5000,
+      async pushSerializedRelease(body) {
+        await new Promise((resolve) => setImmediate(resolve));
+        bodies.push(body);
+        return { ok: true, release_id: bodies.length };
+      },
+    };
+    const { store, inner, batches } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: sender, store, concurrency: 1, autoStart: false, logger: silent });
+    const delivered: number[] = [];
+    outbox.on('delivered', (event) => delivered.push(event.id));
+    try {
+      for (let i = 0; i < 120; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await outbox.drain({ signal: AbortSignal.timeout(20_000) });
+      expect(new Set(delivered).size).toBe(120);
+      expect(new Set(batches.flat().map((settle) => settle.claim.id)).size).toBe(120);
+      // One commit per outcome before; now about one per two (a claim's last row may go alone).
+      expect(batches.length).toBeLessThanOrEqual(120 * 0.6);
+      expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(2);
+    } finally {
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('records an outcome held for its batch within moments, even when the push after it hangs', async () => {
+    let pushes = 0;
+    let releaseHung: () => void = () => {};
+    const hung = new Promise<void>((resolve) => {
+      releaseHung = resolve;
+    });
+    const sender: ReleaseSender = {
+      panelId: PANEL,
+      timeoutMs: 5000,
+      async pushSerializedRelease() {
+        const n = ++pushes;
+        if (n === 1) await new Promise((resolve) => setImmediate(resolve));
+        else await hung;
+        return { ok: true, release_id: n };
+      },
+    };
+    const { store, inner } = watchedStore(freshFile());
+    const outbox = createReleaseOutbox({ client: sender, store, concurrency: 1, autoStart: false, logger: silent });
+    try {
+      const first = await outbox.enqueue({ title: 'Track 1', remote_track_id: 't-1' });
+      await outbox.enqueue({ title: 'Track 2', remote_track_id: 't-2' });
+      const recorded = new Promise<number>((resolve) => outbox.on('delivered', (event) => resolve(event.id)));
+      outbox.start();
+      const began = performance.now();
+      // Held while the second push is under way (it hangs), then written by the hold's timer.
+      expect(await recorded).toBe(first.id);
+      expect(pushes).toBe(2);
+      expect(performance.now() - began).toBeLessThan(1000);
+      expect((await outbox.list({ state: 'delivered' })).map((row) => row.id)).toEqual([first.id]);
+    } finally {
+      releaseHung();
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
   it('hands rows claimed ahead back at close(): another process sends them at once, as never attempted', async () => {
     const file = freshFile();
     const gate = gatedSender();

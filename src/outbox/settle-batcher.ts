@@ -11,7 +11,23 @@ const MAX_BATCH = 64;
  */
 const MAX_WRITES = 4;
 
+/**
+ * The longest an outcome waits for others to share its commit (see `holdWhile`): short against
+ * any lease, a few pushes' worth on a quick mother.
+ */
+const MAX_HOLD_MS = 10;
+
 export type Settle = (claim: ClaimedRow, outcome: DeliveryOutcome, nowMs: number) => Promise<SettleResult>;
+
+export interface SettleBatching {
+  /**
+   * While true, outcomes wait (at most MAX_HOLD_MS) for more to join their batch: the worker says
+   * so while another push is under way whose answer may come before any slot needs them written.
+   * At low concurrency each push answers in its own turn of the event loop, so without waiting
+   * every outcome would be a commit of its own. @default () => false
+   */
+  holdWhile?: (waiting: number) => boolean;
+}
 
 interface Waiting {
   request: SettleRequest;
@@ -24,7 +40,7 @@ interface Waiting {
  * outcome, as before. A batch that fails is tried again one outcome at a time; an outcome that
  * still fails is not recorded, and its row is sent again once its lease runs out (at-least-once).
  */
-export function createSettleBatcher(store: OutboxStore, owner: string): Settle {
+export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhile = (_waiting: number) => false }: SettleBatching = {}): Settle {
   if (!store.settleMany) return async (claim, outcome, nowMs) => store.settle(claim, owner, outcome, nowMs);
   const settleMany = store.settleMany.bind(store);
   let queue: Waiting[] = [];
@@ -51,8 +67,22 @@ export function createSettleBatcher(store: OutboxStore, owner: string): Settle {
     }
   }
 
+  let holdTimer: NodeJS.Timeout | undefined;
+  function flushHeld(): void {
+    holdTimer = undefined;
+    writeQueued();
+  }
   function flush(): void {
     scheduled = false;
+    if (queue.length > 0 && queue.length < MAX_BATCH && holdWhile(queue.length)) {
+      holdTimer ??= setTimeout(flushHeld, MAX_HOLD_MS);
+      return;
+    }
+    writeQueued();
+  }
+  function writeQueued(): void {
+    clearTimeout(holdTimer);
+    holdTimer = undefined;
     while (queue.length > 0 && writes < MAX_WRITES) {
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(MAX_BATCH);
