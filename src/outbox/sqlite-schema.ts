@@ -90,8 +90,8 @@ function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string,
 }
 
 /**
- * Durability first: WAL so readers never block the writer, FULL so a resolved enqueue survives
- * power loss (claims and delivery marks later switch to NORMAL for their own commits). The
+ * Durability first: WAL so readers never block the writer, FULL until the store takes over (it
+ * syncs each enqueue's commit to disk before resolving it, sqlite-store.ts). The
  * schema is written only when the file is not current yet, so opening a current file writes
  * nothing. With `readonly`, the file must exist with the current schema and nothing is written
  * at all: listing works on a read-only file or a full disk.

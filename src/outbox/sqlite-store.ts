@@ -1,17 +1,16 @@
-// The durable outbox store: one SQLite file (WAL, synchronous=FULL), rows leased in IMMEDIATE transactions.
+// The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions.
 import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
 import { ADOPTION_SUPERSEDED, enqueueResult, needsNewestDead, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
+import { sqliteGroupCommit } from './sqlite-group-commit.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
 import {
   type ClaimedRow,
   type ClaimRequest,
-  type EnqueueResult,
   type FairClaim,
   type FairClaimRequest,
-  type NewOutboxRow,
   type OutboxState,
   type OutboxStore,
   type PruneRequest,
@@ -187,9 +186,10 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     return { deleted: statements.prune.run({ afterId, lastId, deliveredBefore, deadBefore }).changes, lastId, highestId };
   });
 
-  // An enqueue is the promise made to the caller, so it commits with synchronous=FULL (fsync).
-  // Leases and delivery marks commit with NORMAL: in WAL mode they still survive a process crash,
-  // and only a power loss can drop the newest of them (the next FULL commit flushes them all).
+  // An enqueue is the promise made to the caller, so it resolves only once on disk (below; rare
+  // writes such as requeueDead commit with synchronous=FULL). Leases and delivery marks commit
+  // with NORMAL and are not waited for: in WAL mode they still survive a process crash,
+  // and only a power loss can drop the newest of them (the next enqueue's sync flushes them all).
   // Losing one means at worst that a release is sent again, which the at-least-once guarantee
   // already allows; paying an fsync for each would cut delivery throughput by two thirds.
   const syncFull = db.prepare('PRAGMA synchronous = FULL');
@@ -204,44 +204,13 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   }
   syncNormal.run();
 
-  // Group commit: enqueues made in the same event-loop turn (concurrent uploads) share one
-  // fsync'd transaction, each in its own savepoint (a nested better-sqlite3 transaction), so one
-  // failing row rejects only its own caller. Every caller still resolves only after the commit.
-  type Waiting = { row: NewOutboxRow; nowMs: number; resolve: (result: EnqueueResult) => void; reject: (error: unknown) => void };
-  let batch: Waiting[] = [];
-  const enqueueBatch = db.transaction((waiting: Waiting[]) =>
-    waiting.map(({ row, nowMs }) => {
-      try {
-        return { ok: true as const, result: enqueue(row, nowMs) };
-      } catch (error) {
-        // Disk full, I/O errors and the like roll back the whole transaction, not just the
-        // savepoint: then nothing of the batch is stored, so every caller must be rejected.
-        if (!db.inTransaction) throw error;
-        return { ok: false as const, error };
-      }
-    }),
-  );
-  function flushEnqueues(): void {
-    const waiting = batch;
-    batch = [];
-    try {
-      const outcomes = withFullSync(() => enqueueBatch.immediate(waiting));
-      for (const [i, outcome] of outcomes.entries()) {
-        if (outcome.ok) waiting[i]?.resolve(outcome.result);
-        else waiting[i]?.reject(outcome.error);
-      }
-    } catch (error) {
-      for (const entry of waiting) entry.reject(error);
-    }
-  }
+  const enqueues = sqliteGroupCommit(db, enqueue, withFullSync);
 
   return {
-    enqueue: (row, nowMs, options) =>
-      new Promise<EnqueueResult>((resolve, reject) => {
-        refuseTransaction('SQLite', options);
-        if (batch.length === 0) setImmediate(flushEnqueues);
-        batch.push({ row, nowMs, resolve, reject });
-      }),
+    enqueue: async (row, nowMs, options) => {
+      refuseTransaction('SQLite', options);
+      return enqueues.enqueue(row, nowMs);
+    },
     claimDue: (request) => claimDue.immediate(request),
     claimFair: (request) => claimFair.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
@@ -250,8 +219,8 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
     adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),
     prune: (request) => prune.immediate(request),
-    close() {
-      if (batch.length > 0 && db.open) flushEnqueues();
+    async close() {
+      await enqueues.close();
       if (db.open) db.close();
     },
   };

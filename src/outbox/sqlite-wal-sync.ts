@@ -1,0 +1,72 @@
+// Durable commits without blocking the event loop: a commit made with synchronous=NORMAL is in the
+// WAL file but maybe not yet on the disk; an fdatasync of the WAL file puts it (and every commit
+// before it) there. better-sqlite3 is synchronous, so with synchronous=FULL each enqueue's commit
+// would wait for the disk on the node thread, holding up delivery meanwhile; here the wait runs in
+// libuv's thread pool, and every commit made while one sync runs shares the next one. What a sync
+// covered cannot be lost when SQLite later restarts the WAL: it does so only after a checkpoint
+// has copied the frames into the database file and synced it (synchronous=NORMAL does that too).
+import { close, fdatasync, open } from 'node:fs';
+import { promisify } from 'node:util';
+import type { SqliteDatabase } from './sqlite-driver.js';
+
+export interface WalSync {
+  /** Resolves once every commit made before this call is on the disk. */
+  durable(): Promise<void>;
+  /** Waits for the syncs under way and closes the WAL file (the store's close() then lets SQLite remove it). */
+  settled(): Promise<void>;
+}
+
+/**
+ * The WAL file of a database in WAL mode, as SQLite names it: the main file's full path (symbolic
+ * links resolved, the `-wal` lives beside the real file) plus `-wal`. Undefined for `:memory:`.
+ */
+export function walPathOf(db: SqliteDatabase): string | undefined {
+  const main = (db.pragma('database_list') as { name: string; file: string }[]).find((entry) => entry.name === 'main');
+  return main?.file ? `${main.file}-wal` : undefined;
+}
+
+/**
+ * One fdatasync at a time; a caller arriving while one runs waits for the next, which all such
+ * callers share (their commits may have missed the running one). The WAL file is opened once, at
+ * the first sync (a commit has created it by then), and kept: SQLite removes it only when the last
+ * connection to the database closes, and this store's stays open until close().
+ */
+export function walSync(walPath: string): WalSync {
+  let running: Promise<void> | undefined;
+  let next: Promise<void> | undefined;
+  let file: Promise<number> | undefined;
+  async function syncOnce(): Promise<void> {
+    file ??= promisify(open)(walPath, 'r');
+    // A failed open is tried again at the next sync.
+    const fd = await file.catch((error: unknown) => {
+      file = undefined;
+      throw error;
+    });
+    await promisify(fdatasync)(fd);
+  }
+  function start(): Promise<void> {
+    const sync = syncOnce().finally(() => {
+      if (running === sync) running = undefined;
+    });
+    running = sync;
+    return sync;
+  }
+  return {
+    durable() {
+      if (running === undefined) return start();
+      next ??= running
+        .catch(() => {})
+        .then(() => {
+          next = undefined;
+          return start();
+        });
+      return next;
+    },
+    async settled() {
+      while (running !== undefined || next !== undefined) await Promise.allSettled([running, next]);
+      const fd = await file?.catch(() => undefined);
+      file = undefined;
+      if (fd !== undefined) await promisify(close)(fd);
+    },
+  };
+}
