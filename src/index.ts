@@ -53,6 +53,7 @@ export {
   type ReleaseOutbox,
 } from './outbox/outbox.js';
 export type { RetentionOptions } from './outbox/retention.js';
+export { PartialSettleError } from './outbox/settle-each.js';
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
   ClaimedRow,
@@ -69,6 +70,7 @@ export type {
   PanelScope,
   PruneRequest,
   PruneResult,
+  SettleRequest,
   SettleResult,
   StoredRow,
 } from './outbox/store.js';

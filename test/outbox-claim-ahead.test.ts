@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import type { ReleaseSender } from '../src/outbox/release-sender.js';
+import { PartialSettleError } from '../src/outbox/settle-each.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import type { ClaimRequest, OutboxStore, SettleRequest } from '../src/outbox/store.js';
 import { sleep, waitFor } from './helpers.js';
@@ -237,6 +238,47 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
       expect((await outbox.list({ state: 'delivered' })).map((row) => row.id)).toEqual([first.id]);
     } finally {
       releaseHung();
+      await outbox.close();
+      await inner.close();
+    }
+  });
+
+  it('records again only the outcomes a batch failed to record, so each delivered release is told once', async () => {
+    const gate = gatedSender();
+    const ticker = setInterval(gate.answerWaiting, 2);
+    const { store, inner } = watchedStore(freshFile());
+    const singles: number[] = [];
+    let partials = 0;
+    // A batch that records its first half, then loses its connection (say): the rest are not recorded.
+    const flaky: OutboxStore = {
+      ...store,
+      async settle(claim, owner, outcome, nowMs) {
+        singles.push(claim.id);
+        return inner.settle(claim, owner, outcome, nowMs);
+      },
+      async settleMany(settles, owner) {
+        if (settles.length < 2) return (store.settleMany as NonNullable<OutboxStore['settleMany']>)(settles, owner);
+        const half = Math.ceil(settles.length / 2);
+        const recorded = await (store.settleMany as NonNullable<OutboxStore['settleMany']>)(settles.slice(0, half), owner);
+        partials++;
+        throw new PartialSettleError([...recorded, ...settles.slice(half).map(() => undefined)], new Error('connection lost'));
+      },
+    };
+    const outbox = createReleaseOutbox({ client: gate.sender, store: flaky, concurrency: 4, autoStart: false, logger: silent });
+    const delivered: number[] = [];
+    outbox.on('delivered', (event) => delivered.push(event.id));
+    try {
+      for (let i = 0; i < 60; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      outbox.start();
+      await outbox.drain({ signal: AbortSignal.timeout(20_000) });
+      expect(partials).toBeGreaterThan(0);
+      // Each release told delivered exactly once: none read back as 'stale' after being recorded twice.
+      expect(delivered).toHaveLength(60);
+      expect(new Set(delivered).size).toBe(60);
+      expect(new Set(singles).size).toBe(singles.length);
+      expect(await inner.counts()).toMatchObject({ pending: 0, delivered: 60 });
+    } finally {
+      clearInterval(ticker);
       await outbox.close();
       await inner.close();
     }

@@ -20,6 +20,7 @@ import {
 } from './mysql-schema.js';
 import { claimedRow, idList, mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
+import { settleEach } from './settle-each.js';
 import { explainedStore } from './sql-work.js';
 import type { ClaimedRow, ClaimRequest, EnqueueOptions, FairClaimRequest, OutboxState, OutboxStore, SettleRequest } from './store.js';
 
@@ -173,8 +174,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         return { rows: await lease(connection, chosen, request), lastPanel: picked.lastPanel };
       }),
     settle,
-    settleMany: (settles: readonly SettleRequest[], owner: string) =>
-      Promise.all(settles.map(({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs))),
+    settleMany: (settles: readonly SettleRequest[], owner: string) => settleEach(settles, ({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs)),
     async counts(scope) {
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
       const panel = orNull(scope?.panel);

@@ -2,6 +2,7 @@
 // lock only when a replaced payload adds a history row (or the row keeps changing).
 import { orNull, type PgStoreContext, type Row } from './postgres-sql.js';
 import { planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
+import { settleEach } from './settle-each.js';
 import type { ClaimedRow, OutboxState, OutboxStore, SettleRequest, SettleResult } from './store.js';
 
 /** How often a read-then-write is retried when the row changed in between, before taking locks. */
@@ -82,7 +83,7 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
       const done = new Set(applied.map((row) => Number(row.id)));
       for (const { index, claim, result } of quick) if (done.has(claim.id)) results[index] = result;
     }
-    return Promise.all(settles.map(({ claim, outcome, nowMs }, index) => results[index] ?? settleQuickly(claim, owner, outcome, nowMs)));
+    return settleEach(settles, ({ claim, outcome, nowMs }) => settleQuickly(claim, owner, outcome, nowMs), results);
   }
 
   return { settle: settleQuickly, settleMany };

@@ -1,6 +1,7 @@
 // Recording outcomes in batches (group commit): outcomes that arrive while a batch is being
 // written wait for it and go together in the next one, so a busy worker writes one statement (and
 // one commit) for many releases, and an idle one writes each outcome at once.
+import { PartialSettleError } from './settle-each.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleRequest, SettleResult } from './store.js';
 
 /** The most outcomes written in one statement: bounds the statement's size and one failure's reach. */
@@ -37,8 +38,9 @@ interface Waiting {
 
 /**
  * `settle` as the worker calls it. A store without `settleMany` (a custom one) is called once per
- * outcome, as before. A batch that fails is tried again one outcome at a time; an outcome that
- * still fails is not recorded, and its row is sent again once its lease runs out (at-least-once).
+ * outcome, as before. The outcomes of a batch that were not recorded are tried again one at a
+ * time; an outcome that still fails is not recorded, and its row is sent again once its lease
+ * runs out (at-least-once).
  */
 export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhile = (_waiting: number) => false }: SettleBatching = {}): Settle {
   if (!store.settleMany) return async (claim, outcome, nowMs) => store.settle(claim, owner, outcome, nowMs);
@@ -47,24 +49,34 @@ export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhi
   let writes = 0;
   let scheduled = false;
 
-  /** One batch; if it fails as a whole, each of its outcomes is tried on its own (one bad row fails alone). */
+  /**
+   * One batch; the outcomes it did not record (all of them when it failed as a whole, those a
+   * PartialSettleError leaves undefined) are tried again each on its own (one bad row fails alone).
+   */
   async function write(batch: Waiting[]): Promise<void> {
+    let results: readonly (SettleResult | undefined)[] = [];
     try {
-      const results = await settleMany(
+      results = await settleMany(
         batch.map((waiting) => waiting.request),
         owner,
       );
-      if (results.length !== batch.length) throw new Error(`settleMany() answered ${results.length} results for ${batch.length} outcomes`);
-      for (const [i, waiting] of batch.entries()) waiting.resolve(results[i] as SettleResult);
-    } catch {
-      await Promise.all(
-        batch.map(({ request: { claim, outcome, nowMs }, resolve, reject }) =>
-          Promise.resolve()
-            .then(() => store.settle(claim, owner, outcome, nowMs))
-            .then(resolve, reject),
-        ),
-      );
+      if (results.length !== batch.length) {
+        const count = results.length;
+        results = [];
+        throw new Error(`settleMany() answered ${count} results for ${batch.length} outcomes`);
+      }
+    } catch (error) {
+      if (error instanceof PartialSettleError && error.results.length === batch.length) results = error.results;
     }
+    await Promise.all(
+      batch.map(({ request: { claim, outcome, nowMs }, resolve, reject }, i) => {
+        const recorded = results[i];
+        if (recorded !== undefined) return resolve(recorded);
+        return Promise.resolve()
+          .then(() => store.settle(claim, owner, outcome, nowMs))
+          .then(resolve, reject);
+      }),
+    );
   }
 
   let holdTimer: NodeJS.Timeout | undefined;

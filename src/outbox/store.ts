@@ -201,7 +201,9 @@ export interface OutboxStore {
   settle(claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): Awaitable<SettleResult>;
   /**
    * Records several outcomes at once (one round trip, one commit), each exactly as `settle` would;
-   * results in the same order. Optional: without it the worker settles one row at a time.
+   * results in the same order. Optional: without it the worker settles one row at a time. When
+   * only some were recorded, throw a PartialSettleError saying which (any other error means none
+   * was): the worker then records again only the others.
    */
   settleMany?(settles: readonly SettleRequest[], owner: string): Awaitable<SettleResult[]>;
   /** Number of rows per state (of one panel, or of all). */
