@@ -70,10 +70,12 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(concurrency / 2)) : Number.POSITIVE_INFINITY,
   });
   const attempt = createAttempts(config, routing, holds);
-  // While a push is under way, an answered one's outcome waits for that push's to share a
-  // commit, up to half the outcomes that may be recording (the batch is written while the other
-  // half still leaves a slot free): at concurrency 1 two outcomes per commit instead of one each.
-  const settle = createSettleBatcher(store, owner, { holdWhile: (waiting) => pushing > 0 && waiting < recording / 2 });
+  // Below concurrency 4, while a push is under way, an answered one's outcome waits for that
+  // push's to share a commit, up to half the outcomes that may be recording (the batch is written
+  // while the other half still leaves a slot free): at concurrency 1 two outcomes per commit
+  // instead of one each. From 4 up, outcomes arriving in the same turn already share one.
+  const holdOutcomes = concurrency < MIN_RECORDING;
+  const settle = createSettleBatcher(store, owner, { holdWhile: (waiting) => holdOutcomes && pushing > 0 && waiting < recording / 2 });
   // A row claimed ahead waits for a slot; its push must still start with a whole push and the
   // time to record it left on its lease. Where the lease leaves no such room, nothing is claimed
   // ahead. Nor with many panels: rows waiting in a queue of ours would defeat the panels' shares
