@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
+import { sqliteGroupCommit } from '../src/outbox/sqlite-group-commit.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import { walPathOf, walSync } from '../src/outbox/sqlite-wal-sync.js';
 
@@ -78,5 +79,64 @@ describe('syncing the SQLite WAL off the node thread', () => {
     } finally {
       await reopened.close();
     }
+  });
+
+  it('fails every sync after one has failed: a later one could succeed without the failed frames on disk', async () => {
+    // fdatasync of a character device fails (EINVAL), as a disk's failed writeback would.
+    const sync = walSync('/dev/null');
+    await expect(sync.durable()).rejects.toMatchObject({ code: 'EINVAL' });
+    expect(sync.failed()).toMatchObject({ code: 'EINVAL' });
+    await expect(sync.durable()).rejects.toMatchObject({ code: 'EINVAL' });
+    await sync.settled();
+    await expect(sync.durable()).rejects.toThrow(/closed/);
+  });
+
+  it('rejects the enqueues of a batch whose sync failed, and refuses later ones without storing them', async () => {
+    const Driver = loadSqliteDriver();
+    const db = new Driver(join(dir, 'failing.db'));
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE rows (track TEXT)');
+    const insert = db.prepare('INSERT INTO rows (track) VALUES (?)');
+    const stored = () => (db.prepare('SELECT COUNT(*) AS n FROM rows').get() as { n: number }).n;
+    const commits = sqliteGroupCommit(
+      db,
+      (row) => ({ id: Number(insert.run(row.remoteTrackId).lastInsertRowid), state: 'pending', releaseId: undefined, deduplicated: undefined }),
+      (write) => write(),
+      walSync('/dev/null'),
+    );
+    const row = (track: string) => ({ panel: 'p', remoteTrackId: track, body: '{}', contentHash: track });
+    try {
+      const first = await Promise.allSettled([commits.enqueue(row('a'), 0), commits.enqueue(row('b'), 0)]);
+      expect(first.map((result) => result.status)).toEqual(['rejected', 'rejected']);
+      expect(String((first[0] as PromiseRejectedResult).reason)).toMatch(/could not be synced to disk.*may or may not be stored.*closed and opened again/);
+      expect(stored()).toBe(2);
+      await expect(commits.enqueue(row('c'), 0)).rejects.toThrow(/could not be synced to disk.*was not stored/);
+      expect(stored()).toBe(2);
+    } finally {
+      await commits.close();
+      db.close();
+    }
+  });
+
+  it('refuses enqueues made while the store closes, and leaves no handle on the WAL file', async () => {
+    const file = join(dir, 'closing.db');
+    const store = createSqliteOutboxStore({ file });
+    const enqueue = (i: number) =>
+      store.enqueue({ panel: 'panel-wal', remoteTrackId: `t-${i}`, body: JSON.stringify({ release: { title: `T${i}` } }), contentHash: `h-${i}` }, Date.now());
+    await Promise.all(Array.from({ length: 20 }, (_, i) => enqueue(i)));
+    const syncing = enqueue(20);
+    await new Promise((resolve) => setImmediate(resolve));
+    const closed = store.close();
+    await expect(enqueue(21)).rejects.toThrow(/closing; this enqueue was not stored/);
+    await closed;
+    await expect(syncing).resolves.toMatchObject({ state: 'pending' });
+    const handles = readdirSync('/proc/self/fd').flatMap((fd) => {
+      try {
+        return [readlinkSync(join('/proc/self/fd', fd))];
+      } catch {
+        return [];
+      }
+    });
+    expect(handles.filter((target) => target.includes('closing.db'))).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@
 // thread (sqlite-wal-sync.ts): as durable as FULL, without the event loop waiting for the disk.
 import { describeError } from '../logger.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
-import { walPathOf, walSync } from './sqlite-wal-sync.js';
+import { type WalSync, walPathOf, walSync } from './sqlite-wal-sync.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
 
 export interface GroupCommit {
@@ -18,18 +18,38 @@ type Waiting = { row: NewOutboxRow; nowMs: number; resolve: (result: EnqueueResu
 type Outcome = { ok: true; result: EnqueueResult } | { ok: false; error: unknown };
 
 /**
+ * A sync of the WAL failed: the batch is committed as far as SQLite knows but maybe not on disk,
+ * and no later commit can be answered as on disk (sqlite-wal-sync.ts). Reopening the outbox reads
+ * the file again.
+ */
+function notOnDisk(error: unknown, stored: 'maybe' | 'no'): Error {
+  return new Error(
+    `panel-license-guard: the outbox file could not be synced to disk (${describeError(error)}). ` +
+      (stored === 'no' ? 'This release was not stored; ' : 'This release may or may not be stored; ') +
+      'no more enqueues are accepted until the outbox is closed and opened again (check the disk), and an enqueue made again then is de-duplicated.',
+    { cause: error },
+  );
+}
+
+/** The WAL sync of a database: none for `:memory:` (no WAL file), whose commits are then made with FULL. */
+export function walSyncOf(db: SqliteDatabase): WalSync | undefined {
+  const walPath = walPathOf(db);
+  return walPath === undefined ? undefined : walSync(walPath);
+}
+
+/**
  * `enqueueOne` is the store's enqueue transaction (run nested, as a savepoint); `withFullSync`
- * runs a write with synchronous=FULL (a database without a WAL file, `:memory:`, has nothing to
- * sync afterwards, and close() must not leave a sync behind).
+ * runs a write with synchronous=FULL (without `wal`, and for close(), which must not leave a
+ * sync behind).
  */
 export function sqliteGroupCommit(
   db: SqliteDatabase,
   enqueueOne: (row: NewOutboxRow, nowMs: number) => EnqueueResult,
   withFullSync: <T>(write: () => T) => T,
+  wal: WalSync | undefined = walSyncOf(db),
 ): GroupCommit {
-  const walPath = walPathOf(db);
-  const wal = walPath === undefined ? undefined : walSync(walPath);
   let batch: Waiting[] = [];
+  let closing = false;
   const enqueueBatch = db.transaction((waiting: Waiting[]) =>
     waiting.map(({ row, nowMs }): Outcome => {
       try {
@@ -46,6 +66,11 @@ export function sqliteGroupCommit(
   function flush(fullSyncNow = false): void {
     const waiting = batch;
     batch = [];
+    // close() flushed this batch already (its scheduled flush still runs), or the file is closed.
+    if (waiting.length === 0 || !db.open) {
+      for (const entry of waiting) entry.reject(new Error('panel-license-guard: the outbox store was closed before this enqueue was stored.'));
+      return;
+    }
     const syncAfter = wal !== undefined && !fullSyncNow;
     let outcomes: Outcome[];
     try {
@@ -65,21 +90,23 @@ export function sqliteGroupCommit(
       return;
     }
     wal.durable().then(answer, (error: unknown) => {
-      const failure = new Error(
-        `panel-license-guard: the outbox file could not be synced to disk (${describeError(error)}); the release may not be stored, enqueue it again.`,
-        { cause: error },
-      );
-      for (const entry of waiting) entry.reject(failure);
+      const failure = notOnDisk(error, 'maybe');
+      for (const [i, outcome] of outcomes.entries()) waiting[i]?.reject(outcome.ok ? failure : outcome.error);
     });
   }
 
   return {
     enqueue: (row, nowMs) =>
       new Promise<EnqueueResult>((resolve, reject) => {
+        if (closing) throw new Error('panel-license-guard: the outbox store is closing; this enqueue was not stored.');
+        // Not even committed: to SQLite it would follow frames that may not be on disk.
+        const failed = wal?.failed();
+        if (failed) throw notOnDisk(failed, 'no');
         if (batch.length === 0) setImmediate(flush);
         batch.push({ row, nowMs, resolve, reject });
       }),
     async close() {
+      closing = true;
       // Before SQLite checkpoints and removes the WAL file the syncs use.
       if (batch.length > 0 && db.open) flush(true);
       await wal?.settled();

@@ -10,8 +10,13 @@ import { promisify } from 'node:util';
 import type { SqliteDatabase } from './sqlite-driver.js';
 
 export interface WalSync {
-  /** Resolves once every commit made before this call is on the disk. */
+  /**
+   * Resolves once every commit made before this call is on the disk. After one sync has failed,
+   * every later call rejects with that failure (see walSync), as does a call after settled().
+   */
   durable(): Promise<void>;
+  /** The failure of a sync, once one has failed: nothing more may be committed and answered. */
+  failed(): Error | undefined;
   /** Waits for the syncs under way and closes the WAL file (the store's close() then lets SQLite remove it). */
   settled(): Promise<void>;
 }
@@ -29,20 +34,35 @@ export function walPathOf(db: SqliteDatabase): string | undefined {
  * One fdatasync at a time; a caller arriving while one runs waits for the next, which all such
  * callers share (their commits may have missed the running one). The WAL file is opened once, at
  * the first sync (a commit has created it by then), and kept: SQLite removes it only when the last
- * connection to the database closes, and this store's stays open until close().
+ * connection to the database closes, and this store's stays open until close(). Opened for
+ * writing: Windows flushes only a handle with write access.
+ *
+ * A failed sync is final. To SQLite the failed batch is committed, and later commits are written
+ * after its frames; Linux reports a failed writeback once and marks the pages clean, so a later
+ * sync would succeed without those frames reaching the disk, and after a power loss recovery
+ * would stop at the gap and drop every commit after it, answered or not. So nothing more is
+ * answered as on disk: every later call rejects until the store is opened again.
  */
 export function walSync(walPath: string): WalSync {
   let running: Promise<void> | undefined;
   let next: Promise<void> | undefined;
   let file: Promise<number> | undefined;
+  let failure: Error | undefined;
+  let closed = false;
   async function syncOnce(): Promise<void> {
-    file ??= promisify(open)(walPath, 'r');
-    // A failed open is tried again at the next sync.
+    if (failure) throw failure;
+    file ??= promisify(open)(walPath, 'r+');
+    // A failed open is tried again at the next sync: nothing was answered from it.
     const fd = await file.catch((error: unknown) => {
       file = undefined;
       throw error;
     });
-    await promisify(fdatasync)(fd);
+    try {
+      await promisify(fdatasync)(fd);
+    } catch (error) {
+      failure ??= error as Error;
+      throw failure;
+    }
   }
   function start(): Promise<void> {
     const sync = syncOnce().finally(() => {
@@ -53,6 +73,8 @@ export function walSync(walPath: string): WalSync {
   }
   return {
     durable() {
+      if (closed) return Promise.reject(new Error('panel-license-guard: the outbox file was closed before this enqueue reached the disk.'));
+      if (failure) return Promise.reject(failure);
       if (running === undefined) return start();
       next ??= running
         .catch(() => {})
@@ -62,7 +84,9 @@ export function walSync(walPath: string): WalSync {
         });
       return next;
     },
+    failed: () => failure,
     async settled() {
+      closed = true;
       while (running !== undefined || next !== undefined) await Promise.allSettled([running, next]);
       const fd = await file?.catch(() => undefined);
       file = undefined;
