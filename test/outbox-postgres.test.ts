@@ -452,11 +452,14 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         { id: 2, state: 'pending', body: '{"v":2}' },
       ]);
       versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4]);
-      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (5, 0)`);
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5]);
+      // v5's claim index replaced v4's, which a lookup of a track's pending row could take.
+      const indexes = await admin.query('SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname', [schema, table]);
+      expect(indexes.rows.map((r) => r.indexname)).toEqual([`${table}_panel_claim`, `${table}_panel_pending`, `${table}_panel_track`, `${table}_pkey`]);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (6, 0)`);
       await expect(
         postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
-      ).rejects.toThrow(/schema v5, written by a newer version/);
+      ).rejects.toThrow(/schema v6, written by a newer version/);
     });
   });
 

@@ -147,7 +147,7 @@ describe('a table written before rows recorded their panel', () => {
               // Back to schema v3: no panel column, the one-pending-row index on the track alone.
               await pool.query(`ALTER TABLE "${schema}"."${table}" DROP COLUMN panel`);
               await pool.query(`CREATE UNIQUE INDEX "${table}_pending" ON "${schema}"."${table}" (remote_track_id) WHERE state = 'pending'`);
-              await pool.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version = 4`);
+              await pool.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version >= 4`);
               return [postgresOutboxStore({ pool, schema, table }), postgresOutboxStore({ pool, schema, table })];
             },
           ] as [string, () => Promise<[OutboxStore, OutboxStore]>],

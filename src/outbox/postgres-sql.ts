@@ -32,10 +32,16 @@ export function storedRow(row: Row): StoredRow {
   };
 }
 
+/**
+ * `OFFSET 0` keeps a NOT EXISTS a lookup per row (one seek of the one-pending-row index): as an
+ * anti-join, on a table without statistics (new, or autovacuum off) the planner took pending rows
+ * for rare and could read every pending row of the panel once per row instead.
+ */
+const PER_ROW = 'OFFSET 0';
 /** A track's newer pending row waits for its older one (the candidate is aliased `candidate`). */
 const trackInOrder = (t: string) => `(candidate.remote_track_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
-              AND older.state = 'pending' AND older.id < candidate.id))`;
+              AND older.state = 'pending' AND older.id < candidate.id ${PER_ROW}))`;
 const CLAIMED = 'claimed.id, claimed.panel, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at';
 
 export function claimedRow(r: Row): ClaimedRow {
@@ -109,7 +115,7 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at
       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS v(track, body, hash, panel, at) CROSS JOIN wait
-      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending')
+      WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending' ${PER_ROW})
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = v.hash)
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id, panel, remote_track_id`,
