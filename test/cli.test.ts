@@ -205,7 +205,10 @@ describe('panel-license', () => {
       const file = join(dir, 'restart.json');
       writeFileSync(file, JSON.stringify({ title: 'Through a restart', remote_track_id: 'cli-restart' }));
       const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
-      emulator.setFaults({ down: true });
+      // The mother takes 5 s to answer, so the push is under way when the connections drop. (A
+      // mother answering 503 instead made the test flaky: under load it failed several times
+      // first, and full jitter could put the next attempt past --wait-s.)
+      emulator.setFaults({ endpoint: 'release.php', delayMs: 5000 });
       try {
         // The URL from the environment, as the README advises; the process as a user runs it.
         const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/cli/bin.js', import.meta.url)), 'push', file, '--wait-s', '20'], {
@@ -227,8 +230,6 @@ describe('panel-license', () => {
         await new Promise((resolve) => setTimeout(resolve, 1000));
         const dropped = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`plg-cli-${process.pid}`]);
         expect(dropped.rowCount).toBeGreaterThan(0);
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        emulator.setFaults({});
         expect(await exited, output).toBe(EXIT.ok);
         expect(output).toMatch(/^delivered/m);
       } finally {
