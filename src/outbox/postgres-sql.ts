@@ -1,6 +1,6 @@
 // The SQL of the PostgreSQL outbox store, and how its rows read back. `t` is the quoted table name.
 import { createHash } from 'node:crypto';
-import type { PgPool, PgQueryable, PgQueryConfig, TableNames } from './postgres-schema.js';
+import { CLAIMABLE, type PgPool, type PgQueryable, type PgQueryConfig, type TableNames } from './postgres-schema.js';
 import type { ClaimedRow, OutboxState, StoredRow } from './store.js';
 
 export type Row = Record<string, unknown>;
@@ -38,10 +38,10 @@ export function storedRow(row: Row): StoredRow {
  * for rare and could read every pending row of the panel once per row instead.
  */
 const PER_ROW = 'OFFSET 0';
-/** A track's newer pending row waits for its older one (the candidate is aliased `candidate`). */
+/** A track's newer pending row waits for its older one (the candidate is aliased `candidate`; under OR, a lookup per row). */
 const trackInOrder = (t: string) => `(candidate.remote_track_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
-              AND older.state = 'pending' AND older.id < candidate.id ${PER_ROW}))`;
+              AND older.state = 'pending' AND older.id < candidate.id))`;
 const CLAIMED = 'claimed.id, claimed.panel, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at';
 
 export function claimedRow(r: Row): ClaimedRow {
@@ -130,7 +130,7 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // cut one short.
     claim: `WITH due AS (
         SELECT id FROM ${t} AS candidate
-        WHERE state = 'pending' AND panel = $6 AND next_attempt_at <= ${leaseNow}${hostTimeTyped} AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
+        WHERE state = 'pending' AND ${CLAIMABLE} AND panel = $6 AND next_attempt_at <= ${leaseNow}${hostTimeTyped} AND (lease_expires_at IS NULL OR lease_expires_at <= ${leaseNow})
           AND NOT (id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
         ORDER BY next_attempt_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED)
@@ -164,7 +164,7 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
             row_number() OVER (PARTITION BY visited.panel ORDER BY heads.next_attempt_at, heads.id) AS turn
           FROM visited CROSS JOIN LATERAL (
             SELECT id, next_attempt_at FROM ${t} AS candidate
-            WHERE candidate.state = 'pending' AND candidate.panel = visited.panel AND candidate.next_attempt_at <= ${leaseNow}
+            WHERE candidate.state = 'pending' AND candidate.${CLAIMABLE} AND candidate.panel = visited.panel AND candidate.next_attempt_at <= ${leaseNow}
               AND (candidate.lease_expires_at IS NULL OR candidate.lease_expires_at <= ${leaseNow})
               AND NOT (candidate.id = ANY($5::bigint[])) AND ${TRACK_IN_ORDER}
             ORDER BY candidate.next_attempt_at, candidate.id
