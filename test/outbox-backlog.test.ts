@@ -21,8 +21,8 @@ afterAll(async () => {
 
 const BACKLOG = 10_000;
 const CONCURRENCY = 4;
-/** Rows the worker may hold at once: its pushes, and as many claimed ahead (at least 8). */
-const HELD = CONCURRENCY + Math.max(8, CONCURRENCY);
+/** Rows the worker may hold at once: its pushes, and as many claimed ahead (at least 32). */
+const HELD = CONCURRENCY + Math.max(32, CONCURRENCY);
 
 describe('createReleaseOutbox()', () => {
   describe('with 10,000 releases queued while the mother is down', () => {

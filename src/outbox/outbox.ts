@@ -32,7 +32,7 @@ export interface OutboxStats {
   dead: number;
   /**
    * Deliveries this instance has under way: pushes (at most `concurrency`) and outcomes still
-   * being recorded (at most `concurrency` more).
+   * being recorded (at most `max(concurrency, 8)` more).
    */
   inFlight: number;
   /** Epoch ms until which this worker holds off after failures (mother down, 401, Retry-After). */

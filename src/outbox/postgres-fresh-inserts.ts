@@ -31,8 +31,6 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInsert {
   let queue: Waiting[] = [];
   let scheduled = false;
-  /** Statements under way. */
-  let writes = 0;
 
   const one = ({ row, now }: Waiting) =>
     pool.query(hot.insertIfNew, [row.remoteTrackId, row.body, row.contentHash, now, row.panel]).then((result) => num(result.rows[0]?.id));
@@ -62,28 +60,21 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
     }
   }
 
-  function start(batch: Waiting[]): void {
-    writes++;
-    void write(batch).finally(() => {
-      writes--;
-    });
-  }
-
   function flush(): void {
     scheduled = false;
     while (queue.length > 0) {
-      start(queue.slice(0, MAX_BATCH));
+      void write(queue.slice(0, MAX_BATCH));
       queue = queue.slice(MAX_BATCH);
     }
   }
 
   return (row, now) =>
     new Promise<number | undefined>((resolve, reject) => {
-      const waiting: Waiting = { row, now, resolve, reject };
-      // Alone (nothing being written): at once, so a lone enqueue waits for nothing.
-      if (writes === 0 && !scheduled) return start([waiting]);
-      // Otherwise with the others of this turn (callers answered together, a loop of enqueues not awaited).
-      queue.push(waiting);
+      // With the others of this turn (callers answered together, a loop of enqueues not awaited),
+      // even when nothing is being written: sending the first at once split 8 callers that enqueue
+      // together into a statement of 1 and one of 7, and they stayed split (0.27 statements per
+      // release instead of 0.13). A lone enqueue waits one turn of the event loop for company.
+      queue.push({ row, now, resolve, reject });
       if (!scheduled) {
         scheduled = true;
         setImmediate(flush);
