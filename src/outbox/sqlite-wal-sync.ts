@@ -9,6 +9,10 @@ import { close, fdatasync, open } from 'node:fs';
 import { promisify } from 'node:util';
 import type { SqliteDatabase } from './sqlite-driver.js';
 
+const openFile = promisify(open);
+const syncData = promisify(fdatasync);
+const closeFile = promisify(close);
+
 export interface WalSync {
   /**
    * Resolves once every commit made before this call is on the disk. After one sync has failed,
@@ -51,14 +55,14 @@ export function walSync(walPath: string): WalSync {
   let closed = false;
   async function syncOnce(): Promise<void> {
     if (failure) throw failure;
-    file ??= promisify(open)(walPath, 'r+');
+    file ??= openFile(walPath, 'r+');
     // A failed open is tried again at the next sync: nothing was answered from it.
     const fd = await file.catch((error: unknown) => {
       file = undefined;
       throw error;
     });
     try {
-      await promisify(fdatasync)(fd);
+      await syncData(fd);
     } catch (error) {
       failure ??= error as Error;
       throw failure;
@@ -90,7 +94,7 @@ export function walSync(walPath: string): WalSync {
       while (running !== undefined || next !== undefined) await Promise.allSettled([running, next]);
       const fd = await file?.catch(() => undefined);
       file = undefined;
-      if (fd !== undefined) await promisify(close)(fd);
+      if (fd !== undefined) await closeFile(fd);
     },
   };
 }
