@@ -40,7 +40,7 @@ async function pagesRead(text: string, values: unknown[]): Promise<number> {
 }
 
 describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
-  it('reads about the same pages per enqueue and per claim with 10,000 releases pending as with 100', async () => {
+  it('reads about the same pages per enqueue and per claim (one panel or many) with 10,000 releases pending as with 100', async () => {
     const table = 'plans';
     const store = postgresOutboxStore({ pool, schema, table });
     const sql = statements(tableNames(schema, table), 'database');
@@ -59,7 +59,9 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
       const fresh = Array.from({ length: 8 }, (_, i) => `new-${pending}-${i}`);
       const enqueue = await pagesRead(sql.insertManyIfNew, [fresh, fresh.map(() => '{}'), fresh.map(() => 'h'), fresh.map(() => PANEL), fresh.map(() => 1)]);
       const claim = await pagesRead(sql.claim, [0, 8, 'owner', 60_000, [], PANEL]);
-      return { enqueue, claim };
+      // With many panels: visit up to 8 panels from the start, none held or probing.
+      const fairClaim = await pagesRead(sql.claimFair, [0, 8, 'owner', 60_000, [], '', 8, [], []]);
+      return { enqueue, claim, fairClaim };
     };
     await store.migrate();
     await fill(100);
@@ -70,5 +72,8 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
     // walked every pending row of the panel cost 20 times per enqueue and 4 times per claim.
     expect(many.enqueue, `pages per batch of 8 enqueues: ${few.enqueue} with 100 pending, ${many.enqueue} with 10,000`).toBeLessThan(few.enqueue * 3);
     expect(many.claim, `pages per claim of 8: ${few.claim} with 100 pending, ${many.claim} with 10,000`).toBeLessThan(few.claim * 3);
+    expect(many.fairClaim, `pages per claim of 8 across panels: ${few.fairClaim} with 100 pending, ${many.fairClaim} with 10,000`).toBeLessThan(
+      few.fairClaim * 3,
+    );
   });
 });
