@@ -50,7 +50,10 @@ export interface ReleaseOutboxOptions {
   file?: string;
   /** A store instance instead of `file` (e.g. `createSqliteOutboxStore()` with custom settings). Not closed by `close()`. @default undefined */
   store?: OutboxStore;
-  /** Most pushes in flight at once; also the largest batch read from the store. @default 4 */
+  /**
+   * Most pushes in flight at once. A single panel's outbox also claims up to `max(32, concurrency)`
+   * releases ahead of its free slots, fewer while pushes are slow (docs/outbox.md). @default 4
+   */
   concurrency?: number;
   /** Ceiling of the first retry delay; doubled after each failure (full jitter). @default 1000 */
   baseDelayMs?: number;
