@@ -160,10 +160,10 @@ function migrationV4(names: TableNames): string[] {
 /**
  * v5: the claim index's predicate also says CLAIMABLE (always true of a due time), which the
  * claims say too, so they still use it; a lookup of a track's pending row (every enqueue, every
- * row a claim considers) no longer can. Before the table has
- * statistics (a new table, or autovacuum off) the planner found both indexes as cheap for that
- * lookup and could take this one, walking every pending row of the panel per lookup: a batch of 8
- * enqueues at 3,000 pending rows read 15 times the pages it reads now, and a claim of 8 2.4 times.
+ * row a claim considers) no longer can. Before the table has statistics (a new table, or
+ * autovacuum off) the planner found both indexes as cheap for that lookup and could take this
+ * one, walking every pending row of the panel per lookup: with 3,000 rows pending, a batch of 8
+ * enqueues read 15 times the pages it reads now, and a claim of 8 2.4 times.
  */
 function migrationV5(names: TableNames): string[] {
   const { table, bare } = names;
