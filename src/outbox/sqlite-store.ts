@@ -9,6 +9,7 @@ import { openOutboxDatabase } from './sqlite-schema.js';
 import {
   type ClaimedRow,
   type ClaimRequest,
+  type DeliveryOutcome,
   type FairClaim,
   type FairClaimRequest,
   type OutboxState,
@@ -58,12 +59,17 @@ const SQL = {
     ORDER BY next_attempt_at, id LIMIT @limit`,
   // The next panel with pending rows (a seek on the due index, however many rows a panel has).
   nextPanel: `SELECT panel FROM release_outbox WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT 1`,
-  lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id = @id',
+  lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id IN (SELECT value FROM json_each(@ids))',
   snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt FROM release_outbox WHERE id = ?`,
   update: `UPDATE release_outbox SET state = @state, attempts = @attempts, next_attempt_at = @nextAttemptAt, last_error = @lastError,
     release_id = @releaseId, delivered_at = @deliveredAt,
     delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
+  // The common outcome in one statement, without reading the row first: delivered, and still the
+  // pending payload that was claimed (planSettle's 'applied' case; any other row state falls back).
+  settleDelivered: `UPDATE release_outbox SET state = 'delivered', attempts = @attempts, last_error = @lastError, release_id = @releaseId,
+    delivered_at = @now, delivered_seq = ${NEXT_DELIVERED_SEQ}, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
+    WHERE id = @id AND state = 'pending' AND content_hash = @contentHash`,
   // Only the newest row of a track comes back (rules.ts, mayRequeue).
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (
@@ -126,11 +132,10 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   const dueOf = (panel: string, request: ClaimRequest | FairClaimRequest, limit: number) =>
     statements.due.all({ panel, now: request.nowMs, limit, exclude: JSON.stringify(request.exclude ?? []) }) as DueRecord[];
   const leaseRows = (rows: DueRecord[], request: ClaimRequest | FairClaimRequest): ClaimedRow[] => {
-    const until = request.nowMs + request.leaseMs;
-    return rows.map(({ remoteTrackId, ...row }) => {
-      statements.lease.run({ id: row.id, owner: request.owner, until });
-      return { ...row, remoteTrackId: orUndefined(remoteTrackId) };
-    });
+    if (rows.length === 0) return [];
+    // One statement for the whole claim, not one per row.
+    statements.lease.run({ ids: JSON.stringify(rows.map((row) => row.id)), owner: request.owner, until: request.nowMs + request.leaseMs });
+    return rows.map(({ remoteTrackId, ...row }) => ({ ...row, remoteTrackId: orUndefined(remoteTrackId) }));
   };
 
   const claimDue = db.transaction((request: ClaimRequest) => leaseRows(dueOf(request.panel, request, request.limit), request));
@@ -144,7 +149,19 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     return { rows: leaseRows(rows, request), lastPanel };
   });
 
+  const settledAsDelivered = (claim: ClaimedRow, { releaseId, note }: Extract<DeliveryOutcome, { kind: 'delivered' }>, now: number): boolean =>
+    statements.settleDelivered.run({
+      id: claim.id,
+      contentHash: claim.contentHash,
+      panel: claim.panel,
+      remoteTrackId: orNull(claim.remoteTrackId),
+      attempts: claim.attempts + 1,
+      lastError: orNull(note),
+      releaseId: orNull(releaseId),
+      now,
+    }).changes === 1;
   const settleOne = (...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
+    if (outcome.kind === 'delivered' && settledAsDelivered(claim, outcome, now)) return 'applied';
     const snapshot = statements.snapshot.get(claim.id) as
       | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number }
       | undefined;
