@@ -377,6 +377,20 @@ describe.each(stores)('%s', (_name, create) => {
       expect((await store.list({ state: 'delivered', limit: 10 }))[0]?.releaseId).toBe(9);
     });
 
+    it('records a delivery reported after the lease was taken over, with its note and due time as they were', async () => {
+      const store = make();
+      await store.enqueue(row('slow'), T0);
+      const late = await claimOne(store, A, T0);
+      const fresh = await claimOne(store, B, T0 + LEASE);
+      // The mother has it either way: recorded, B's lease cleared, and B's own answer then stale.
+      const note = 'answered 2xx with a body that is not valid JSON';
+      expect(await store.settle(late, A, { kind: 'delivered', releaseId: undefined, note }, T0 + LEASE + 1)).toBe('applied');
+      expect(await store.list({ state: undefined, limit: 10 })).toMatchObject([
+        { state: 'delivered', attempts: 1, releaseId: undefined, lastError: note, leaseOwner: undefined, nextAttemptAt: T0, deliveredAt: T0 + LEASE + 1 },
+      ]);
+      expect(await store.settle(fresh, B, { kind: 'delivered', releaseId: 9 }, T0 + LEASE + 2)).toBe('stale');
+    });
+
     it('keeps a payload replaced in flight pending, and remembers what the mother got', async () => {
       const store = make();
       await store.enqueue(row('v1', 't1'), T0);
