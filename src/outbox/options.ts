@@ -51,7 +51,7 @@ export interface ReleaseOutboxOptions {
   /** A store instance instead of `file` (e.g. `createSqliteOutboxStore()` with custom settings). Not closed by `close()`. @default undefined */
   store?: OutboxStore;
   /**
-   * Most pushes in flight at once. A single panel's outbox also claims up to `max(32, concurrency)`
+   * Most pushes in flight at once. A single panel's outbox also claims up to `max(64, concurrency)`
    * releases ahead of its free slots, fewer while pushes are slow (docs/outbox.md). @default 4
    */
   concurrency?: number;

@@ -25,9 +25,11 @@ export interface SettleBatching {
    * While true, outcomes wait (at most MAX_HOLD_MS) for more to join their batch: the worker says
    * so while another push is under way whose answer may come before any slot needs them written.
    * At low concurrency each push answers in its own turn of the event loop, so without waiting
-   * every outcome would be a commit of its own. @default () => false
+   * every outcome would be a commit of its own. `inline`: the store wrote the last batch before
+   * answering (SQLite's settleMany returns its results, not a promise), so no push can answer
+   * while a batch is being written. @default () => false
    */
-  holdWhile?: (waiting: number) => boolean;
+  holdWhile?: (waiting: number, inline: boolean) => boolean;
 }
 
 interface Waiting {
@@ -42,12 +44,13 @@ interface Waiting {
  * time; an outcome that still fails is not recorded, and its row is sent again once its lease
  * runs out (at-least-once).
  */
-export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhile = (_waiting: number) => false }: SettleBatching = {}): Settle {
+export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhile = () => false }: SettleBatching = {}): Settle {
   if (!store.settleMany) return async (claim, outcome, nowMs) => store.settle(claim, owner, outcome, nowMs);
   const settleMany = store.settleMany.bind(store);
   let queue: Waiting[] = [];
   let writes = 0;
   let scheduled = false;
+  let inline = false;
 
   /**
    * One batch; the outcomes it did not record (all of them when it failed as a whole, those a
@@ -56,10 +59,12 @@ export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhi
   async function write(batch: Waiting[]): Promise<void> {
     let results: readonly (SettleResult | undefined)[] = [];
     try {
-      results = await settleMany(
+      const answer = settleMany(
         batch.map((waiting) => waiting.request),
         owner,
       );
+      inline = typeof (answer as { then?: unknown }).then !== 'function';
+      results = await answer;
       if (results.length !== batch.length) {
         const count = results.length;
         results = [];
@@ -86,7 +91,7 @@ export function createSettleBatcher(store: OutboxStore, owner: string, { holdWhi
   }
   function flush(): void {
     scheduled = false;
-    if (queue.length > 0 && queue.length < MAX_BATCH && holdWhile(queue.length)) {
+    if (queue.length > 0 && queue.length < MAX_BATCH && holdWhile(queue.length, inline)) {
       holdTimer ??= setTimeout(flushHeld, MAX_HOLD_MS);
       return;
     }
