@@ -5,12 +5,29 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
 import { sqliteGroupCommit } from '../src/outbox/sqlite-group-commit.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
-import { walPathOf, walSync } from '../src/outbox/sqlite-wal-sync.js';
+import { type WalSync, walPathOf, walSync } from '../src/outbox/sqlite-wal-sync.js';
 
 // An enqueue on SQLite commits without waiting for the disk on the node thread, and resolves once
 // an fdatasync of the WAL file (in libuv's thread pool) has put it there.
 const dir = mkdtempSync(join(tmpdir(), 'outbox-wal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A WAL file with one `rows (track <column>)` table, and group commits that store each enqueue's track in it. */
+function tracksTable(name: string, column: string, wal?: WalSync) {
+  const db = new (loadSqliteDriver())(join(dir, name));
+  db.pragma('journal_mode = WAL');
+  db.exec(`CREATE TABLE rows (track ${column})`);
+  const insert = db.prepare('INSERT INTO rows (track) VALUES (?)');
+  const tracks = () => (db.prepare('SELECT track FROM rows ORDER BY rowid').all() as { track: string }[]).map((row) => row.track);
+  const commits = sqliteGroupCommit(
+    db,
+    (row) => ({ id: Number(insert.run(row.remoteTrackId).lastInsertRowid), state: 'pending', releaseId: undefined, deduplicated: undefined }),
+    (write) => write(),
+    wal,
+  );
+  return { db, tracks, commits };
+}
+const row = (track: string) => ({ panel: 'p', remoteTrackId: track, body: '{}', contentHash: track });
 
 describe('syncing the SQLite WAL off the node thread', () => {
   it('syncs the WAL beside the real file when the outbox is opened through a symbolic link', () => {
@@ -92,19 +109,8 @@ describe('syncing the SQLite WAL off the node thread', () => {
   });
 
   it('rejects the enqueues of a batch whose sync failed, and refuses later ones without storing them', async () => {
-    const Driver = loadSqliteDriver();
-    const db = new Driver(join(dir, 'failing.db'));
-    db.pragma('journal_mode = WAL');
-    db.exec('CREATE TABLE rows (track TEXT)');
-    const insert = db.prepare('INSERT INTO rows (track) VALUES (?)');
-    const stored = () => (db.prepare('SELECT COUNT(*) AS n FROM rows').get() as { n: number }).n;
-    const commits = sqliteGroupCommit(
-      db,
-      (row) => ({ id: Number(insert.run(row.remoteTrackId).lastInsertRowid), state: 'pending', releaseId: undefined, deduplicated: undefined }),
-      (write) => write(),
-      walSync('/dev/null'),
-    );
-    const row = (track: string) => ({ panel: 'p', remoteTrackId: track, body: '{}', contentHash: track });
+    const { db, tracks, commits } = tracksTable('failing.db', 'TEXT', walSync('/dev/null'));
+    const stored = () => tracks().length;
     try {
       const first = await Promise.allSettled([commits.enqueue(row('a'), 0), commits.enqueue(row('b'), 0)]);
       expect(first.map((result) => result.status)).toEqual(['rejected', 'rejected']);
@@ -112,6 +118,24 @@ describe('syncing the SQLite WAL off the node thread', () => {
       expect(stored()).toBe(2);
       await expect(commits.enqueue(row('c'), 0)).rejects.toThrow(/could not be synced to disk.*was not stored/);
       expect(stored()).toBe(2);
+    } finally {
+      await commits.close();
+      db.close();
+    }
+  });
+
+  it('stores the rest of a batch when one of its rows fails, and rejects only the caller of that row', async () => {
+    const { db, tracks, commits } = tracksTable('one-bad-row.db', "TEXT NOT NULL CHECK (track <> 'bad')");
+    try {
+      // One turn of the event loop: one batch, whose first write fails at its second row.
+      const results = await Promise.allSettled(['a', 'bad', 'c'].map((track) => commits.enqueue(row(track), 0)));
+      expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/CHECK constraint failed/);
+      // Written once each: the failed first write left nothing behind.
+      expect(tracks()).toEqual(['a', 'c']);
+      const ids = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value.id] : []));
+      expect(ids).toHaveLength(2);
+      expect(new Set(ids).size).toBe(2);
     } finally {
       await commits.close();
       db.close();

@@ -1,8 +1,9 @@
 // Enqueues on SQLite, committed together and answered once on disk. Enqueues made in the same
-// turn of the event loop (concurrent uploads) share one transaction, each in its own savepoint (a
-// nested better-sqlite3 transaction), so one failing row rejects only its own caller. The batch
-// commits with synchronous=NORMAL and its callers resolve once the WAL is synced off the node
-// thread (sqlite-wal-sync.ts): as durable as FULL, without the event loop waiting for the disk.
+// turn of the event loop (concurrent uploads) share one transaction; should one row fail, the
+// batch is rolled back and written again with each row in its own savepoint (a nested
+// better-sqlite3 transaction), so one failing row rejects only its own caller. The batch commits
+// with synchronous=NORMAL and its callers resolve once the WAL is synced off the node thread
+// (sqlite-wal-sync.ts): as durable as FULL, without the event loop waiting for the disk.
 import { describeError } from '../logger.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
 import { type WalSync, walPathOf, walSync } from './sqlite-wal-sync.js';
@@ -38,19 +39,33 @@ export function walSyncOf(db: SqliteDatabase): WalSync | undefined {
 }
 
 /**
- * `enqueueOne` is the store's enqueue transaction (run nested, as a savepoint); `withFullSync`
- * runs a write with synchronous=FULL (without `wal`, and for close(), which must not leave a
- * sync behind).
+ * `enqueueRow` is the store's enqueue, run inside the batch's transaction; `withFullSync` runs a
+ * write with synchronous=FULL (without `wal`, and for close(), which must not leave a sync behind).
  */
 export function sqliteGroupCommit(
   db: SqliteDatabase,
-  enqueueOne: (row: NewOutboxRow, nowMs: number) => EnqueueResult,
+  enqueueRow: (row: NewOutboxRow, nowMs: number) => EnqueueResult,
   withFullSync: <T>(write: () => T) => T,
   wal: WalSync | undefined = walSyncOf(db),
 ): GroupCommit {
   let batch: Waiting[] = [];
   let closing = false;
-  const enqueueBatch = db.transaction((waiting: Waiting[]) =>
+  // Every row in one transaction: a savepoint per row would cost two statements more each, and
+  // rows almost never fail one by one. A row that fails rolls the whole batch back (nothing of it
+  // stored), and `rowFailed` says to write it again row by row.
+  let rowFailed = false;
+  const enqueueAll = db.transaction((waiting: Waiting[]) =>
+    waiting.map(({ row, nowMs }): Outcome => {
+      try {
+        return { ok: true, result: enqueueRow(row, nowMs) };
+      } catch (error) {
+        rowFailed = true;
+        throw error;
+      }
+    }),
+  );
+  const enqueueOne = db.transaction(enqueueRow);
+  const enqueueEach = db.transaction((waiting: Waiting[]) =>
     waiting.map(({ row, nowMs }): Outcome => {
       try {
         return { ok: true, result: enqueueOne(row, nowMs) };
@@ -72,9 +87,20 @@ export function sqliteGroupCommit(
       return;
     }
     const syncAfter = wal !== undefined && !fullSyncNow;
+    const write = () => {
+      rowFailed = false;
+      try {
+        return enqueueAll.immediate(waiting);
+      } catch (error) {
+        // A busy lock or a failed commit is the batch's: every caller is rejected. A failed row
+        // rolled the batch back: again, each row in its own savepoint, rejecting only those that fail.
+        if (!rowFailed) throw error;
+        return enqueueEach.immediate(waiting);
+      }
+    };
     let outcomes: Outcome[];
     try {
-      outcomes = syncAfter ? enqueueBatch.immediate(waiting) : withFullSync(() => enqueueBatch.immediate(waiting));
+      outcomes = syncAfter ? write() : withFullSync(write);
     } catch (error) {
       for (const entry of waiting) entry.reject(error);
       return;

@@ -6,6 +6,7 @@ import type { SqliteStatement } from './sqlite-driver.js';
 import { sqliteGroupCommit } from './sqlite-group-commit.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
+import { SQLITE_OUTBOX_SQL } from './sqlite-sql.js';
 import {
   type ClaimedRow,
   type ClaimRequest,
@@ -32,67 +33,6 @@ export interface SqliteOutboxStoreOptions {
   readonly?: boolean;
 }
 
-// Deliveries of a track are numbered after those of rows without a panel too (stored before v3,
-// maybe adopted later): their deliveries came first, so an adopted history stays in order.
-const NEXT_DELIVERED_SEQ = `(SELECT COALESCE(MAX(seen.delivered_seq), 0) + 1 FROM release_outbox AS seen
-  WHERE seen.panel IN (@panel, '') AND seen.remote_track_id = @remoteTrackId)`;
-const IN_SCOPE = '(@panel IS NULL OR panel = @panel)';
-
-const SQL = {
-  newestPending: `SELECT id, content_hash AS contentHash FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
-  latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId, history_of AS historyOf FROM release_outbox
-    WHERE panel = ? AND remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
-  newestDead: `SELECT MAX(id) AS id FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'dead'`,
-  replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
-  insertPending: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
-  insertDelivered: `INSERT INTO release_outbox
-    (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now)`,
-  // One panel's due rows, oldest due first; a track's newer pending row waits for its older one.
-  due: `SELECT id, panel, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
-    WHERE state = 'pending' AND panel = @panel AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
-      AND id NOT IN (SELECT value FROM json_each(@exclude))
-      AND (remote_track_id IS NULL OR NOT EXISTS (
-        SELECT 1 FROM release_outbox AS older
-        WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id AND older.state = 'pending' AND older.id < candidate.id))
-    ORDER BY next_attempt_at, id LIMIT @limit`,
-  // The next panel with pending rows (a seek on the due index, however many rows a panel has).
-  nextPanel: `SELECT panel FROM release_outbox WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT 1`,
-  lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id IN (SELECT value FROM json_each(@ids))',
-  snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt FROM release_outbox WHERE id = ?`,
-  update: `UPDATE release_outbox SET state = @state, attempts = @attempts, next_attempt_at = @nextAttemptAt, last_error = @lastError,
-    release_id = @releaseId, delivered_at = @deliveredAt,
-    delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
-    lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
-  // The common outcome in one statement, without reading the row first: delivered, and still the
-  // pending payload that was claimed (planSettle's 'applied' case; any other row state falls back).
-  settleDelivered: `UPDATE release_outbox SET state = 'delivered', attempts = @attempts, last_error = @lastError, release_id = @releaseId,
-    delivered_at = @now, delivered_seq = ${NEXT_DELIVERED_SEQ}, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
-    WHERE id = @id AND state = 'pending' AND content_hash = @contentHash`,
-  // Only the newest row of a track comes back (rules.ts, mayRequeue).
-  requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
-    WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
-        AND newer.id > release_outbox.id AND newer.history_of IS NOT release_outbox.id))`,
-  // Adoption: a pending row whose track the panel has stored since (pending or delivered) gives way to that newer content.
-  adoptSuperseded: `UPDATE release_outbox SET state = 'dead', last_error = @error, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
-    WHERE panel = '' AND state = 'pending' AND remote_track_id IS NOT NULL AND EXISTS (
-      SELECT 1 FROM release_outbox AS theirs WHERE theirs.panel = @panel AND theirs.remote_track_id = release_outbox.remote_track_id
-        AND theirs.id > release_outbox.id)`,
-  adopt: `UPDATE release_outbox SET panel = @panel WHERE panel = ''`,
-  // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds the lock for long.
-  pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM release_outbox WHERE id > @afterId ORDER BY id LIMIT @limit)) AS lastId,
-    (SELECT MAX(id) FROM release_outbox) AS highestId`,
-  // The unary + keeps SQLite on the id range: through the state index it would scan every
-  // delivered row of the table for each batch.
-  prune: `DELETE FROM release_outbox WHERE id > @afterId AND id <= @lastId AND (
-      (+state = 'dead' AND updated_at < @deadBefore)
-      OR (+state = 'delivered' AND updated_at < @deliveredBefore AND (remote_track_id IS NULL OR EXISTS (
-        SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
-          AND newer.state = 'delivered' AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(release_outbox.delivered_seq, 0), release_outbox.id)))))`,
-};
-
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
 export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { file: "./data/outbox.db" }.');
@@ -106,12 +46,20 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   const db = openOutboxDatabase(file, busyTimeoutMs, readonly);
   if (readonly) return readOnlyStore(db, file);
   const readers = createReaders(db);
-  const statements = Object.fromEntries(Object.entries(SQL).map(([name, sql]) => [name, db.prepare(sql)])) as Record<keyof typeof SQL, SqliteStatement>;
+  const statements = Object.fromEntries(Object.entries(SQLITE_OUTBOX_SQL).map(([name, sql]) => [name, db.prepare(sql)])) as Record<
+    keyof typeof SQLITE_OUTBOX_SQL,
+    SqliteStatement
+  >;
 
-  // IMMEDIATE takes the write lock before reading, so two processes cannot both read a row as
-  // unleased (or as the pending row to replace) and then both act on it.
-  const enqueue = db.transaction((row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
+  // Run inside the group commit's IMMEDIATE transaction: it takes the write lock before reading,
+  // so two processes cannot both read a row as unleased (or as the pending row to replace) and
+  // then both act on it.
+  const enqueueRow = (row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
     const { panel, remoteTrackId: track } = row;
+    if (track !== undefined) {
+      const { changes, lastInsertRowid } = statements.insertNewTrack.run({ panel, remoteTrackId: track, body: row.body, contentHash: row.contentHash, now });
+      if (changes === 1) return enqueueResult({ action: 'insert' }, Number(lastInsertRowid));
+    }
     const newestPending = track === undefined ? undefined : (statements.newestPending.get(panel, track) as { id: number; contentHash: string } | undefined);
     const delivered =
       track === undefined
@@ -126,7 +74,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
         ? Number(statements.insertPending.run({ panel, remoteTrackId: orNull(track), body: row.body, contentHash: row.contentHash, now }).lastInsertRowid)
         : undefined;
     return enqueueResult(plan, inserted);
-  });
+  };
 
   type DueRecord = Omit<ClaimedRow, 'remoteTrackId'> & { remoteTrackId: string | null };
   const dueOf = (panel: string, request: ClaimRequest | FairClaimRequest, limit: number) =>
@@ -221,7 +169,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   }
   syncNormal.run();
 
-  const enqueues = sqliteGroupCommit(db, enqueue, withFullSync);
+  const enqueues = sqliteGroupCommit(db, enqueueRow, withFullSync);
 
   return {
     enqueue: async (row, nowMs, options) => {
