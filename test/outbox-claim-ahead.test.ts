@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createReleaseOutbox } from '../src/outbox/outbox.js';
+import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
 import type { ReleaseSender } from '../src/outbox/release-sender.js';
 import { PartialSettleError } from '../src/outbox/settle-each.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
@@ -17,6 +17,11 @@ let files = 0;
 const freshFile = () => join(dir, `ahead-${++files}.db`);
 const silent = { warn() {}, error() {} };
 const PANEL = 'panel-ahead';
+
+/** Enqueues releases of tracks t-0 … t-(count − 1), one after another. */
+async function enqueueTracks(outbox: ReleaseOutbox, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+}
 
 /** A sender whose pushes all wait at a gate; `open()` answers every push waiting, and later ones at once while open. */
 function gatedSender(timeoutMs = 5000) {
@@ -82,7 +87,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const { store, inner, claims, batches } = watchedStore(freshFile());
     const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 4, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 200; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 200);
       outbox.start();
       const stats = await outbox.drain({ signal: AbortSignal.timeout(20_000) });
       expect(stats).toMatchObject({ pending: 0, delivered: 200, dead: 0 });
@@ -108,7 +113,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const { store, inner, claims } = watchedStore(freshFile());
     const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 120; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 120);
       outbox.start();
       await outbox.drain({ signal: AbortSignal.timeout(20_000) });
       expect(gate.bodies).toHaveLength(120);
@@ -163,7 +168,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     };
     const outbox = createReleaseOutbox({ client: gate.sender, store: slowStore, concurrency: 1, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 40; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 40);
       outbox.start();
       await outbox.drain({ signal: AbortSignal.timeout(20_000) });
       expect(gate.bodies).toHaveLength(40);
@@ -200,7 +205,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
       const delivered: number[] = [];
       outbox.on('delivered', (event) => delivered.push(event.id));
       try {
-        for (let i = 0; i < 120; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+        await enqueueTracks(outbox, 120);
         outbox.start();
         await outbox.drain({ signal: AbortSignal.timeout(20_000) });
         expect(new Set(delivered).size).toBe(120);
@@ -276,7 +281,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const delivered: number[] = [];
     outbox.on('delivered', (event) => delivered.push(event.id));
     try {
-      for (let i = 0; i < 60; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 60);
       outbox.start();
       await outbox.drain({ signal: AbortSignal.timeout(20_000) });
       expect(partials).toBeGreaterThan(0);
@@ -333,7 +338,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const { store, inner, batches } = watchedStore(freshFile());
     const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, leaseMs: 5100, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 3; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 3);
       outbox.start();
       await waitFor(() => gate.active() === 1, 'the first push under way');
       await sleep(300);
@@ -367,7 +372,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const { store, inner, claims, batches } = watchedStore(freshFile());
     const outbox = createReleaseOutbox({ client: sender, store, concurrency: 1, leaseMs: 6000, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 40; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 40);
       outbox.start();
       await outbox.drain({ signal: AbortSignal.timeout(20_000) });
       expect(bodies).toHaveLength(40);
@@ -386,7 +391,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     const { store, inner, batches } = watchedStore(freshFile());
     const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 2, leaseMs: 6000, autoStart: false, logger: silent });
     try {
-      for (let i = 0; i < 20; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+      await enqueueTracks(outbox, 20);
       outbox.start();
       await outbox.drain({ signal: AbortSignal.timeout(5000) });
       expect(gate.bodies).toHaveLength(20);
