@@ -197,14 +197,17 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // skipped, never waited for: the statement can take part in no deadlock, and the caller
     // settles what comes back missing one row at a time. Arrays: $1 id, $2 state, $3 attempts,
     // $4 next attempt, $5 error, $6 release_id, $7 delivered at, $8 now, $9 content hash.
+    // The rows are found by id alone (state is checked on the locked row): given `state =
+    // 'pending'` too, on a table without statistics the planner walked the one-pending-row
+    // index (every pending row) for each batch, 40 % of the statement's pages with 3,000 pending.
     settleMany: `WITH mine AS (
-        SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND state = 'pending' AND lease_owner = $10
+        SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND lease_owner = $10
         ORDER BY id FOR UPDATE SKIP LOCKED),
       given AS (
         SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
           AS g(g_id, g_state, g_attempts, g_next, g_error, g_release, g_delivered_at, g_now, g_hash))
       UPDATE ${t} AS target SET ${settled('g_state', 'g_attempts', 'g_next', 'g_error', 'g_release', 'g_delivered_at', 'g_now')}
-      FROM mine JOIN given ON given.g_id = mine.id WHERE target.id = mine.id AND target.content_hash = given.g_hash
+      FROM mine JOIN given ON given.g_id = mine.id WHERE target.id = mine.id AND target.state = 'pending' AND target.content_hash = given.g_hash
       RETURNING target.id`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
     // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel has stored
