@@ -59,6 +59,7 @@ export type {
   ClaimedRow,
   ClaimRequest,
   DeliveryOutcome,
+  EnqueueLease,
   EnqueueOptions,
   EnqueueResult,
   FairClaim,

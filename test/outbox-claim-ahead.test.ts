@@ -2,12 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
+import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import type { ReleaseSender } from '../src/outbox/release-sender.js';
 import { PartialSettleError } from '../src/outbox/settle-each.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
-import type { ClaimRequest, OutboxStore, SettleRequest } from '../src/outbox/store.js';
+import type { OutboxStore } from '../src/outbox/store.js';
 import { sleep, waitFor } from './helpers.js';
+import { enqueueTracks, gatedSender, PANEL, watchedStore } from './worker-fakes.js';
 
 // The worker claims a few rows ahead of its free slots and records outcomes in batches; these
 // tests watch the store calls it makes, and what becomes of rows claimed ahead but never sent.
@@ -16,68 +17,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let files = 0;
 const freshFile = () => join(dir, `ahead-${++files}.db`);
 const silent = { warn() {}, error() {} };
-const PANEL = 'panel-ahead';
-
-/** Enqueues releases of tracks t-0 … t-(count − 1), one after another. */
-async function enqueueTracks(outbox: ReleaseOutbox, count: number): Promise<void> {
-  for (let i = 0; i < count; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
-}
-
-/** A sender whose pushes all wait at a gate; `open()` answers every push waiting, and later ones at once while open. */
-function gatedSender(timeoutMs = 5000) {
-  let waiting: (() => void)[] = [];
-  let isOpen = false;
-  let active = 0;
-  let mostActive = 0;
-  const bodies: string[] = [];
-  const sender: ReleaseSender = {
-    panelId: PANEL,
-    timeoutMs,
-    async pushSerializedRelease(body) {
-      mostActive = Math.max(mostActive, ++active);
-      if (!isOpen) await new Promise<void>((resolve) => waiting.push(resolve));
-      active--;
-      bodies.push(body);
-      return { ok: true, release_id: bodies.length };
-    },
-  };
-  const answerWaiting = () => {
-    const now = waiting;
-    waiting = [];
-    for (const resolve of now) resolve();
-  };
-  return {
-    sender,
-    bodies,
-    active: () => active,
-    mostActive: () => mostActive,
-    answerWaiting,
-    open() {
-      isOpen = true;
-      answerWaiting();
-    },
-  };
-}
-
-/** The SQLite store, counting claims and batched settles; `later` answers settleMany() with a promise, as a server's store does. */
-function watchedStore(file: string, { later = false } = {}) {
-  const inner = createSqliteOutboxStore({ file });
-  const claims: ClaimRequest[] = [];
-  const batches: SettleRequest[][] = [];
-  const store: OutboxStore = {
-    ...inner,
-    claimDue(request) {
-      claims.push(request);
-      return inner.claimDue(request);
-    },
-    settleMany(settles, owner) {
-      batches.push([...settles]);
-      const results = (inner.settleMany as NonNullable<OutboxStore['settleMany']>)(settles, owner);
-      return later ? Promise.resolve(results) : results;
-    },
-  };
-  return { store, inner, claims, batches };
-}
 
 describe('the delivery worker, claiming ahead and recording in batches', () => {
   it('claims several rows per claim and records several outcomes per statement, never more pushes than `concurrency`', async () => {

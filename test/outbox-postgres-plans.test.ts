@@ -58,7 +58,16 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
     };
     const measure = async () => {
       const fresh = Array.from({ length: 8 }, (_, i) => `new-${pending}-${i}`);
-      const enqueue = await pagesRead(sql.insertManyIfNew, [fresh, fresh.map(() => '{}'), fresh.map(() => 'h'), fresh.map(() => PANEL), fresh.map(() => 1)]);
+      const none = fresh.map(() => null);
+      const enqueue = await pagesRead(sql.insertManyIfNew, [
+        fresh,
+        fresh.map(() => '{}'),
+        fresh.map(() => 'h'),
+        fresh.map(() => PANEL),
+        fresh.map(() => 1),
+        none,
+        none,
+      ]);
       const claim = await pagesRead(sql.claim, [0, 8, 'owner', 60_000, [], PANEL]);
       // With many panels: visit up to 8 panels from the start, none held or probing.
       const fairClaim = await pagesRead(sql.claimFair, [0, 8, 'owner', 60_000, [], '', 8, [], []]);

@@ -228,6 +228,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     }
   }
 
+  /** What an enqueue answers, after kicking the worker when a row waits (`mayHaveDue`: see kick). */
+  const kicked = (result: EnqueueResult, mayHaveDue = true): EnqueueResult => {
+    if (result.state === 'pending') worker.kick(mayHaveDue);
+    return result;
+  };
+
   const outbox: ReleaseOutbox = {
     async enqueue(release, options) {
       assertOpen('enqueue');
@@ -237,9 +243,20 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       const body = serializeRelease(valid);
       const contentHash = createHash('sha256').update(body, 'utf8').digest('hex');
       const row = { panel, remoteTrackId: valid.remote_track_id, body, contentHash };
-      const result = await (storeOptions === undefined ? store.enqueue(row, config.now()) : store.enqueue(row, config.now(), storeOptions));
-      if (result.state === 'pending') worker.kick();
-      return result;
+      if (storeOptions !== undefined) return kicked(await store.enqueue(row, config.now(), storeOptions));
+      // Outside a caller's transaction the new row may go straight to this worker (no claim).
+      const lease = worker.leaseFor(panel);
+      if (lease === undefined) return kicked(await store.enqueue(row, config.now()));
+      let leasedId: number | undefined;
+      let result: EnqueueResult | undefined;
+      try {
+        const { owner, leaseMs } = lease;
+        result = await store.enqueue(row, config.now(), undefined, { owner, leaseMs, taken: (id) => (leasedId = id) });
+      } finally {
+        // Answered whatever happened (close() waits for it); a row leased by a failed enqueue waits out its lease.
+        worker.handedOff(lease, result !== undefined && leasedId !== undefined ? { ...row, id: leasedId, attempts: 0 } : undefined);
+      }
+      return kicked(result, leasedId === undefined);
     },
     async stats(query = {}) {
       assertOpen('stats');

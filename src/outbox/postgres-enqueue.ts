@@ -5,14 +5,15 @@ import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
-import type { EnqueueResult, NewOutboxRow } from './store.js';
+import type { EnqueueLease, EnqueueResult, NewOutboxRow } from './store.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
 const MAX_REREADS = 10;
 
 export interface PostgresEnqueuer {
-  alone(row: NewOutboxRow, now: number): Promise<EnqueueResult>;
+  /** `lease`: see EnqueueLease (taken only by the one-statement insert of a new track). */
+  alone(row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult>;
   inCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult>;
   /** The table is known to exist (after migrate()): callers' transactions need not ask. */
   tableExists(): void;
@@ -31,15 +32,22 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
    * the track's rows, apply the rules, write only if they still hold. A unique index allows one pending row per track, so when another host (or an
    * open transaction, once it commits) got there first, the insert does nothing and we read again.
    */
-  async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+  async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now));
     // On its own, with the other enqueues of this turn (one statement); in a caller's transaction, alone.
     const fresh =
       client === pool
-        ? await freshInsert({ ...row, remoteTrackId: track }, now)
-        : num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel])).rows[0]?.id);
-    if (fresh !== undefined) return enqueueResult({ action: 'insert' }, fresh);
+        ? await freshInsert({ ...row, remoteTrackId: track }, now, lease)
+        : num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel, null, null])).rows[0]?.id);
+    if (fresh === undefined) return enqueueByRules(client, { ...row, remoteTrackId: track }, now);
+    if (lease && client === pool) lease.taken(fresh);
+    return enqueueResult({ action: 'insert' }, fresh);
+  }
+
+  /** Reads the track's rows, applies the rules and writes only if they still hold (no lock). */
+  async function enqueueByRules(client: PgQueryable, row: NewOutboxRow & { remoteTrackId: string }, now: number): Promise<EnqueueResult> {
+    const track = row.remoteTrackId;
     for (let round = 0; round < MAX_REREADS; round++) {
       const found = (await client.query(hot.trackRows, [track, row.panel])).rows[0];
       const plan = planEnqueue(
@@ -117,9 +125,9 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
   // stores (between hosts, the one-pending-row index arbitrates). Different tracks go side by side.
   const byTrack = trackTurns();
-  function enqueueAlone(row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+  function enqueueAlone(row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult> {
     // Each statement commits on its own: the row is durable once the write that made it returns.
-    const run = () => ready().then(() => enqueueWith(pool, row, now));
+    const run = () => ready().then(() => enqueueWith(pool, row, now, lease));
     // Without a track there are no rules to apply: one INSERT.
     return row.remoteTrackId === undefined ? run() : byTrack.run(`${row.panel}\n${row.remoteTrackId}`, run);
   }

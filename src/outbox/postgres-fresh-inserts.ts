@@ -5,7 +5,7 @@
 // through the rules, exactly as a single enqueue would.
 import type { PgPool } from './postgres-schema.js';
 import { type HotStatements, num } from './postgres-sql.js';
-import type { NewOutboxRow } from './store.js';
+import type { EnqueueLease, NewOutboxRow } from './store.js';
 
 /** The most enqueues in one statement: bounds its size and one failure's reach. */
 const MAX_BATCH = 64;
@@ -13,6 +13,7 @@ const MAX_BATCH = 64;
 interface Waiting {
   row: NewOutboxRow & { remoteTrackId: string };
   now: number;
+  lease: EnqueueLease | undefined;
   resolve: (id: number | undefined) => void;
   reject: (error: unknown) => void;
 }
@@ -22,7 +23,7 @@ interface Waiting {
  * when the rules must decide. Callers keep one enqueue per track in flight (trackTurns), so the
  * tracks of one batch are distinct.
  */
-export type FreshInsert = (row: NewOutboxRow & { remoteTrackId: string }, now: number) => Promise<number | undefined>;
+export type FreshInsert = (row: NewOutboxRow & { remoteTrackId: string }, now: number, lease?: EnqueueLease) => Promise<number | undefined>;
 
 const keyOf = (panel: string, track: string) => `${panel}\n${track}`;
 /** A fixed order of ids (UTF-16 code units): every host runs this code, so every batch is in it. */
@@ -32,8 +33,10 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
   let queue: Waiting[] = [];
   let scheduled = false;
 
-  const one = ({ row, now }: Waiting) =>
-    pool.query(hot.insertIfNew, [row.remoteTrackId, row.body, row.contentHash, now, row.panel]).then((result) => num(result.rows[0]?.id));
+  const one = ({ row, now, lease }: Waiting) =>
+    pool
+      .query(hot.insertIfNew, [row.remoteTrackId, row.body, row.contentHash, now, row.panel, lease?.owner ?? null, lease?.leaseMs ?? null])
+      .then((result) => num(result.rows[0]?.id));
 
   async function write(batch: Waiting[]): Promise<void> {
     if (batch.length === 1) {
@@ -49,6 +52,8 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
         batch.map((w) => w.row.contentHash),
         batch.map((w) => w.row.panel),
         batch.map((w) => w.now),
+        batch.map((w) => w.lease?.owner ?? null),
+        batch.map((w) => w.lease?.leaseMs ?? null),
       ];
       const { rows } = await pool.query(hot.insertManyIfNew, values);
       const ids = new Map(rows.map((row) => [keyOf(String(row.panel), String(row.remote_track_id)), num(row.id)]));
@@ -68,13 +73,13 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
     }
   }
 
-  return (row, now) =>
+  return (row, now, lease) =>
     new Promise<number | undefined>((resolve, reject) => {
       // With the others of this turn (callers answered together, a loop of enqueues not awaited),
       // even when nothing is being written: sending the first at once split 8 callers that enqueue
       // together into a statement of 1 and one of 7, and they stayed split (0.27 statements per
       // release instead of 0.13). A lone enqueue waits one turn of the event loop for company.
-      queue.push({ row, now, resolve, reject });
+      queue.push({ row, now, lease, resolve, reject });
       if (!scheduled) {
         scheduled = true;
         setImmediate(flush);

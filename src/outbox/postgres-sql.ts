@@ -98,9 +98,10 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // would ('insert': no pending row, and the latest delivery differs), otherwise returns no row
     // and the rules run on what is read. Any pending row in the snapshot declines it: its WHERE is
     // judged once, on the snapshot, so an insert that waited for that row's delivery (or for a
-    // transaction changing it) would queue content the mother may already hold.
-    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      SELECT $5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4
+    // transaction changing it) would queue content the mother may already hold. $6 and $7: a lease
+    // for the enqueuing outbox's worker (EnqueueLease), or nulls.
+    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
+      SELECT $5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4, $6::text, ${now('$4')} + $7::bigint
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'pending')
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
@@ -110,11 +111,13 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // of the tracks): then it fails, nothing of it is stored, and its rows go one by one, so one
     // track held by a caller never holds up the others (nor deadlocks with that caller). The
     // setting is local to this statement's own transaction, and read before the first row.
-    // $1 tracks, $2 bodies, $3 content hashes, $4 panels, $5 host times; distinct tracks only.
+    // $1 tracks, $2 bodies, $3 content hashes, $4 panels, $5 host times, $6 lease owners and $7
+    // lease lengths (ms) or nulls (EnqueueLease); distinct tracks only.
     insertManyIfNew: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', '${BATCH_LOCK_WAIT}', true) AS lock_timeout)
-      INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS v(track, body, hash, panel, at) CROSS JOIN wait
+      INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
+      SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at, v.owner, ${now('v.at')} + v.lease_ms
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[]) AS v(track, body, hash, panel, at, owner, lease_ms)
+        CROSS JOIN wait
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending' ${PER_ROW})
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = v.hash)

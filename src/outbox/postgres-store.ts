@@ -19,7 +19,7 @@ import {
 } from './postgres-sql.js';
 import { ADOPTION_SUPERSEDED } from './rules.js';
 import { explainedStore } from './sql-work.js';
-import type { EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
+import type { EnqueueLease, EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from './store.js';
 
 export interface PostgresOutboxStoreOptions {
   /** A `pg.Pool` (node-postgres 8). The store borrows connections; it never ends the pool. */
@@ -147,12 +147,12 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       await ready();
       enqueuer.tableExists();
     },
-    enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions) {
+    enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions, lease?: EnqueueLease) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
         return onCallerTransaction(transaction, 'postgres', (client) => enqueuer.inCallerTransaction(client, row, nowMs));
       }
-      return enqueuer.alone(row, nowMs);
+      return enqueuer.alone(row, nowMs, lease);
     },
     async claimDue(request) {
       await ready();

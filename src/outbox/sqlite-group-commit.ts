@@ -7,15 +7,21 @@
 import { describeError } from '../logger.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
 import { type WalSync, walPathOf, walSync } from './sqlite-wal-sync.js';
-import type { EnqueueResult, NewOutboxRow } from './store.js';
+import type { EnqueueLease, EnqueueResult, NewOutboxRow } from './store.js';
 
 export interface GroupCommit {
-  enqueue(row: NewOutboxRow, nowMs: number): Promise<EnqueueResult>;
+  enqueue(row: NewOutboxRow, nowMs: number, lease?: EnqueueLease): Promise<EnqueueResult>;
   /** Commits the enqueues still waiting (with FULL, on this thread) and waits for the syncs under way. */
   close(): Promise<void>;
 }
 
-type Waiting = { row: NewOutboxRow; nowMs: number; resolve: (result: EnqueueResult) => void; reject: (error: unknown) => void };
+type Waiting = {
+  row: NewOutboxRow;
+  nowMs: number;
+  lease: EnqueueLease | undefined;
+  resolve: (result: EnqueueResult) => void;
+  reject: (error: unknown) => void;
+};
 type Outcome = { ok: true; result: EnqueueResult } | { ok: false; error: unknown };
 
 /**
@@ -44,7 +50,7 @@ export function walSyncOf(db: SqliteDatabase): WalSync | undefined {
  */
 export function sqliteGroupCommit(
   db: SqliteDatabase,
-  enqueueRow: (row: NewOutboxRow, nowMs: number) => EnqueueResult,
+  enqueueRow: (row: NewOutboxRow, nowMs: number, lease?: EnqueueLease) => EnqueueResult,
   withFullSync: <T>(write: () => T) => T,
   wal: WalSync | undefined = walSyncOf(db),
 ): GroupCommit {
@@ -55,9 +61,9 @@ export function sqliteGroupCommit(
   // stored), and `rowFailed` says to write it again row by row.
   let rowFailed = false;
   const enqueueAll = db.transaction((waiting: Waiting[]) =>
-    waiting.map(({ row, nowMs }): Outcome => {
+    waiting.map(({ row, nowMs, lease }): Outcome => {
       try {
-        return { ok: true, result: enqueueRow(row, nowMs) };
+        return { ok: true, result: enqueueRow(row, nowMs, lease) };
       } catch (error) {
         rowFailed = true;
         throw error;
@@ -66,9 +72,9 @@ export function sqliteGroupCommit(
   );
   const enqueueOne = db.transaction(enqueueRow);
   const enqueueEach = db.transaction((waiting: Waiting[]) =>
-    waiting.map(({ row, nowMs }): Outcome => {
+    waiting.map(({ row, nowMs, lease }): Outcome => {
       try {
-        return { ok: true, result: enqueueOne(row, nowMs) };
+        return { ok: true, result: enqueueOne(row, nowMs, lease) };
       } catch (error) {
         // Disk full, I/O errors and the like roll back the whole transaction, not just the
         // savepoint: then nothing of the batch is stored, so every caller must be rejected.
@@ -122,14 +128,14 @@ export function sqliteGroupCommit(
   }
 
   return {
-    enqueue: (row, nowMs) =>
+    enqueue: (row, nowMs, lease) =>
       new Promise<EnqueueResult>((resolve, reject) => {
         if (closing) throw new Error('panel-license-guard: the outbox store is closing; this enqueue was not stored.');
         // Not even committed: to SQLite it would follow frames that may not be on disk.
         const failed = wal?.failed();
         if (failed) throw notOnDisk(failed, 'no');
         if (batch.length === 0) setImmediate(flush);
-        batch.push({ row, nowMs, resolve, reject });
+        batch.push({ row, nowMs, lease, resolve, reject });
       }),
     async close() {
       closing = true;

@@ -17,8 +17,9 @@ export const SQLITE_OUTBOX_SQL = {
     VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
   // The common enqueue in one statement: a track the panel has no row of yet is always a new row
   // (planEnqueue's 'insert'); any other track inserts nothing here and goes through planEnqueue.
-  insertNewTrack: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-    SELECT @panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now
+  // It may be leased to the enqueuing outbox's worker at once (@owner, @until; both null otherwise).
+  insertNewTrack: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
+    SELECT @panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now, @owner, @until
     WHERE NOT EXISTS (SELECT 1 FROM release_outbox WHERE panel = @panel AND remote_track_id = @remoteTrackId)`,
   insertDelivered: `INSERT INTO release_outbox
     (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)

@@ -11,6 +11,8 @@ import {
   type ClaimedRow,
   type ClaimRequest,
   type DeliveryOutcome,
+  type EnqueueLease,
+  type EnqueueResult,
   type FairClaim,
   type FairClaimRequest,
   type OutboxState,
@@ -54,11 +56,25 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   // Run inside the group commit's IMMEDIATE transaction: it takes the write lock before reading,
   // so two processes cannot both read a row as unleased (or as the pending row to replace) and
   // then both act on it.
-  const enqueueRow = (row: Parameters<OutboxStore['enqueue']>[0], now: number) => {
+  const enqueueRow = (row: Parameters<OutboxStore['enqueue']>[0], now: number, lease?: EnqueueLease): EnqueueResult => {
     const { panel, remoteTrackId: track } = row;
     if (track !== undefined) {
-      const { changes, lastInsertRowid } = statements.insertNewTrack.run({ panel, remoteTrackId: track, body: row.body, contentHash: row.contentHash, now });
-      if (changes === 1) return enqueueResult({ action: 'insert' }, Number(lastInsertRowid));
+      const owner = lease?.owner ?? null;
+      const until = lease === undefined ? null : now + lease.leaseMs;
+      const { changes, lastInsertRowid } = statements.insertNewTrack.run({
+        panel,
+        remoteTrackId: track,
+        body: row.body,
+        contentHash: row.contentHash,
+        now,
+        owner,
+        until,
+      });
+      if (changes === 1) {
+        // Inside the batch's transaction: were it rolled back and written again, the last call counts.
+        lease?.taken(Number(lastInsertRowid));
+        return enqueueResult({ action: 'insert' }, Number(lastInsertRowid));
+      }
     }
     const newestPending = track === undefined ? undefined : (statements.newestPending.get(panel, track) as { id: number; contentHash: string } | undefined);
     const delivered =
@@ -172,9 +188,9 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
   const enqueues = sqliteGroupCommit(db, enqueueRow, withFullSync);
 
   return {
-    enqueue: async (row, nowMs, options) => {
+    enqueue: async (row, nowMs, options, lease) => {
       refuseTransaction('SQLite', options);
-      return enqueues.enqueue(row, nowMs);
+      return enqueues.enqueue(row, nowMs, lease);
     },
     claimDue: (request) => claimDue.immediate(request),
     claimFair: (request) => claimFair.immediate(request),

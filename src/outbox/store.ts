@@ -41,6 +41,23 @@ export interface EnqueueOptions {
   transaction?: unknown;
 }
 
+/**
+ * The outbox's own worker would take the new row now (it has room, and its last claim found no
+ * more due rows): a store may insert it leased to `owner` (until its now plus `leaseMs`, on the
+ * clock its claims use) and call `taken(id)`, sparing a claim. Only for a row it inserts as the
+ * only pending row of its track, and never in a caller's transaction. Stores may ignore it: the
+ * row is then claimed as usual.
+ */
+export interface EnqueueLease {
+  owner: string;
+  leaseMs: number;
+  /**
+   * The row `id` was inserted leased to `owner`. Call it before `enqueue` settles (a later call
+   * is not seen, and the row waits out its lease); the last call counts, should a write be redone.
+   */
+  taken(id: number): void;
+}
+
 /** How an enqueue was folded into an existing row, if it was. */
 export type Deduplication = 'replaced-pending' | 'already-delivered';
 
@@ -188,8 +205,11 @@ export interface StoredRow {
  * The row rules every store must follow live in `rules.ts`.
  */
 export interface OutboxStore {
-  /** Stores a release, applying the de-duplication rules. Resolves once the row is durable. */
-  enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions): Awaitable<EnqueueResult>;
+  /**
+   * Stores a release, applying the de-duplication rules. Resolves once the row is durable.
+   * `lease` (optional to honour): see EnqueueLease.
+   */
+  enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions, lease?: EnqueueLease): Awaitable<EnqueueResult>;
   /**
    * Leases up to `limit` pending rows that are due and not leased, oldest due first. A row whose
    * `remote_track_id` has an older pending row waits for it, so updates reach the mother in order.

@@ -8,7 +8,7 @@ import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
 import { createSettleBatcher } from './settle-batcher.js';
-import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleResult } from './store.js';
+import type { ClaimedRow, DeliveryOutcome, EnqueueLease, OutboxStore, SettleResult } from './store.js';
 import { createTroubleReporter } from './trouble.js';
 
 /** While claims keep failing, how often the same trouble is reported again. */
@@ -52,10 +52,23 @@ export type WorkerConfig = Pick<
   onProgress: () => void;
 };
 
+/** A lease given for an enqueue's row; `since`: when it was given (monotonic ms), the start of its wait for a slot. */
+export type WorkerLease = Omit<EnqueueLease, 'taken'> & { since: number };
+
 export interface DeliveryWorker {
   start(): void;
-  /** Look for due rows now (after an enqueue or a requeue) instead of at the next poll. */
-  kick(): void;
+  /**
+   * Look for due rows now (after an enqueue or a requeue) instead of at the next poll.
+   * `mayHaveDue` false: nothing new may be due in the store (a row was only handed to this worker).
+   */
+  kick(mayHaveDue?: boolean): void;
+  /**
+   * A lease for the row an enqueue is about to insert, when this worker would take it now (see
+   * EnqueueLease); every lease given must be answered with handedOff().
+   */
+  leaseFor(panel: string): WorkerLease | undefined;
+  /** The enqueue given `lease` ended: with the row it inserted leased to this worker, or without. */
+  handedOff(lease: WorkerLease, row: ClaimedRow | undefined): void;
   /** Stops claiming rows; resolves once every push in flight has been recorded. */
   stop(): Promise<void>;
   /** While true, the poll timer keeps the process alive (someone awaits drain()). */
@@ -132,6 +145,21 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   let lookAgain = false;
   /** A claim is queued for the end of this turn of the event loop (see kick). */
   let claimQueued = false;
+  // Hand-offs (leaseFor): while the last claim found no more due rows than it took (no backlog
+  // for new rows to jump), the rows this process enqueues may be inserted already leased to this
+  // worker, sparing a claim each. Then only what a kick with `mayHaveDue` announces (an enqueue
+  // that was not handed off, a due retry, a requeue) can be due besides, or rows of another
+  // process, which the poll finds: once a short claim made after the last such news is back, no
+  // claim is made while rows were handed off since the last poll. A worker that is handed none
+  // (enqueues made by other processes) claims as a slot frees up, as before.
+  let lastClaimShort = false;
+  /** Kicks that may mean due rows, counted; the count when the last claim was made, and when the last short one was. */
+  let dueNews = 0;
+  let newsClaimed = -1;
+  let newsCovered = -1;
+  let handedOffSincePoll = false;
+  let leasesOut = 0;
+  let leasesAnswered: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
   let keepAlive = false;
@@ -151,7 +179,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     timer = undefined;
     timerAt = Number.POSITIVE_INFINITY;
     config.onProgress();
-    kick();
+    handedOffSincePoll = false;
+    kick(true);
   }
 
   /**
@@ -160,8 +189,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
    * together) make one claim: each would otherwise read the store, and all but the first would
    * find nothing (7 of 8 claims came back empty with 8 callers enqueueing on SQLite).
    */
-  function kick(): void {
+  function kick(mayHaveDue = true): void {
     if (!running) return;
+    if (mayHaveDue) dueNews++;
     startReady();
     if (claimQueued) return;
     claimQueued = true;
@@ -209,12 +239,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
     let capPerPanel = true;
     while (running) {
+      // Rows are being handed off, and nothing else can be due: a claim would come back empty.
+      if (lastClaimShort && newsCovered === dueNews && handedOffSincePoll) return;
       const nowMs = now();
       const ahead = aheadNow();
       const open = Math.max(0, openSlots());
       const covered = ready.length + reserved;
       const uncovered = open - covered;
-      if (uncovered <= 0 && covered - open >= ahead * REFILL_BELOW) {
+      // While rows are handed off, what may have come due besides (and no claim under way will
+      // see) is claimed at once, even past the rows ahead (up to twice as many), so hand-offs pass
+      // it during one claim at most; a claim of it that comes back full turns hand-offs off.
+      const newsWaiting = lastClaimShort && newsClaimed !== dueNews && covered < 2 * (open + ahead);
+      if (uncovered <= 0 && covered - open >= ahead * REFILL_BELOW && !newsWaiting) {
         // The claim under way may have read the store before the row this kick is about was
         // committed: it must look again rather than leave the slots idle until the next poll.
         if (open > ready.length) lookAgain = true;
@@ -222,9 +258,13 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       }
       // Past the panels' shares (capPerPanel off), only slots that would sit idle are filled:
       // rows claimed ahead keep to the shares, so another panel's release never waits behind them.
-      const limit = capPerPanel ? open + ahead - covered : uncovered;
+      const limit = capPerPanel ? Math.max(open + ahead - covered, newsWaiting ? MIN_CLAIM_AHEAD : 0) : uncovered;
       if (limit <= 0) return;
       reserved += limit;
+      const newsBefore = dueNews;
+      newsClaimed = dueNews;
+      // A back-off or a probe (one row) limits the claim: it says nothing of a backlog.
+      const unheld = holds.size === 0;
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
         claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
@@ -247,6 +287,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         ready.push({ row, claimedAt });
       }
       startReady();
+      lastClaimShort = claimsAhead && unheld && batch.length < limit && !claimed.more;
+      if (lastClaimShort) newsCovered = Math.max(newsCovered, newsBefore);
       if (batch.length < limit || fresh.length === 0) {
         // Panels left unvisited may have due rows: go on, a bounded number of times.
         if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
@@ -289,16 +331,26 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
 
   function startDelivery(row: ClaimedRow): void {
     pushing++;
-    const delivery: Promise<void> = deliver(row).finally(() => {
-      letGo(row);
-      inFlight.delete(delivery);
-      config.onProgress();
-      kick();
-    });
+    let dueNow = false;
+    const delivery: Promise<void> = deliver(row)
+      .then((due) => {
+        dueNow = due;
+      })
+      .finally(() => {
+        letGo(row);
+        inFlight.delete(delivery);
+        config.onProgress();
+        kick(dueNow);
+      });
     inFlight.add(delivery);
   }
 
-  async function deliver(row: ClaimedRow): Promise<void> {
+  /**
+   * Resolves true when the row is due again at once, for a claim to find: its payload was replaced
+   * in flight. A retry is announced by its timer (wakeAt); a row whose outcome was not recorded
+   * keeps its lease; a stale one is another worker's.
+   */
+  async function deliver(row: ClaimedRow): Promise<boolean> {
     let answered: Attempt;
     const began = performance.now();
     const sentTo: SentTo = { sent: false, mother: undefined, probe: false };
@@ -307,40 +359,46 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     } finally {
       if (sentTo.sent) holds.ended(row.panel, row.id, sentTo.mother, sentTo.probe);
       pushing--;
-      kick();
+      // A slot is free; the row is still this worker's until its outcome is recorded.
+      kick(false);
     }
     const durationMs = performance.now() - began;
     if (sentTo.sent) pushMs = pushMs === undefined ? durationMs : pushMs * 0.8 + durationMs * 0.2;
     const { outcome, error, delayMs, needsHuman } = answered;
     // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
-    if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') return reportError(error, row);
+    if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') {
+      reportError(error, row);
+      return false;
+    }
     let result: SettleResult;
     try {
       result = await settle(row, outcome, now());
     } catch (storeError) {
       // Not recorded: the lease runs out and the row is sent again (at-least-once).
-      return reportError(storeError, row);
+      reportError(storeError, row);
+      return false;
     }
-    if (result === 'stale') return;
+    if (result === 'stale') return false;
     const { id, panel, remoteTrackId } = row;
     const attempts = outcome.kind === 'retry' && outcome.notSent === true ? row.attempts : row.attempts + 1;
     if (outcome.kind === 'delivered') {
       const unconfirmed = outcome.note;
       const superseded = result === 'superseded';
       events.emit('delivered', { id, panel, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded, unconfirmed });
-      return;
+      return superseded;
     }
     const failure = error ?? new Error(outcome.error);
     if (needsHuman) events.emit('error', { error: failure, id, panel, remoteTrackId });
     if (outcome.kind === 'dead' && result === 'applied') {
       events.emit('dead', { id, panel, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
-      return;
+      return false;
     }
     // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
     const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
     const retryDelay = outcome.kind === 'retry' ? delayMs : 0;
     events.emit('retrying', { id, panel, remoteTrackId, attempts, delayMs: retryDelay, nextAttemptAt, error: failure, durationMs });
     wakeAt(nextAttemptAt);
+    return false;
   }
 
   function reportError(error: unknown, row: ClaimedRow | undefined): void {
@@ -354,12 +412,41 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       kick();
     },
     kick,
+    leaseFor(panel) {
+      if (!running || !lastClaimShort || panel !== routing.panel || holds.size > 0) return undefined;
+      // Claims under way are not counted: while rows are handed off they bring few or none.
+      if (ready.length + leasesOut >= Math.max(0, openSlots()) + aheadNow()) return undefined;
+      leasesOut++;
+      return { owner, leaseMs: config.leaseMs, since: performance.now() };
+    },
+    handedOff(lease, row) {
+      leasesOut--;
+      // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
+      if (row && !sending.has(row.id)) {
+        sending.add(row.id);
+        holds.claimed(row.panel);
+        handedOffSincePoll = true;
+        // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
+        if (running) ready.push({ row, claimedAt: lease.since });
+        else handBack(row);
+      }
+      if (leasesOut === 0) leasesAnswered?.();
+    },
     async stop() {
       running = false;
       clearTimeout(timer);
       timer = undefined;
       timerAt = Number.POSITIVE_INFINITY;
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
+      // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
+      // Not for long: a caller's open transaction can hold that insert up (same track).
+      let waited: NodeJS.Timeout | undefined;
+      if (leasesOut > 0)
+        await new Promise<void>((resolve) => {
+          leasesAnswered = resolve;
+          waited = setTimeout(resolve, LEASE_MARGIN_MS);
+        });
+      clearTimeout(waited);
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
       for (const { row } of ready.splice(0)) handBack(row);
       while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
