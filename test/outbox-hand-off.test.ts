@@ -22,15 +22,20 @@ const silent = { warn() {}, error() {} };
 const NO_POLL = 60_000;
 const trackOf = (body: string) => (JSON.parse(body) as { release: { remote_track_id: string } }).release.remote_track_id;
 
+/** An outbox on a watched SQLite store whose first claim found nothing: it hands releases off from now on. */
+async function handingOff(concurrency: number) {
+  const gate = gatedSender();
+  const { store, inner, claims } = watchedStore(freshFile());
+  const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency, pollIntervalMs: NO_POLL, logger: silent });
+  await waitFor(() => claims.length === 1, 'the first claim');
+  await new Promise((resolve) => setImmediate(resolve));
+  return { gate, inner, claims, outbox };
+}
+
 describe('hand-offs to the worker (SQLite)', () => {
   it('sends releases enqueued while it runs without a claim each, every one stored leased to the worker first', async () => {
-    const gate = gatedSender();
-    const { store, inner, claims } = watchedStore(freshFile());
-    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 2, pollIntervalMs: NO_POLL, logger: silent });
+    const { gate, inner, claims, outbox } = await handingOff(2);
     try {
-      // The first claim finds nothing: what is enqueued from now on is handed to the worker.
-      await waitFor(() => claims.length === 1, 'the first claim');
-      await new Promise((resolve) => setImmediate(resolve));
       const { id } = await outbox.enqueue({ title: 'Held', remote_track_id: 'held' });
       await waitFor(() => gate.active() === 1, 'its push under way');
       const [row] = inner.list({ state: 'pending', limit: 10, id }) as Awaited<ReturnType<OutboxStore['list']>>;
@@ -70,13 +75,9 @@ describe('hand-offs to the worker (SQLite)', () => {
     }
   });
 
-  it('sends releases in the order they were enqueued when callers outpace the mother: one not handed off is never passed by later ones', async () => {
-    const gate = gatedSender();
-    const { store, inner, claims } = watchedStore(freshFile());
-    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, pollIntervalMs: NO_POLL, logger: silent });
+  it('sends releases enqueued one after another in their order when the caller outpaces the mother (some then wait in the store)', async () => {
+    const { gate, inner, outbox } = await handingOff(1);
     try {
-      await waitFor(() => claims.length === 1, 'the first claim');
-      await new Promise((resolve) => setImmediate(resolve));
       // Three enqueues per push answered: more than the worker takes ahead (up to 64) soon wait in the store.
       const order: string[] = [];
       for (let i = 0; i < 240; i++) {
@@ -97,12 +98,8 @@ describe('hand-offs to the worker (SQLite)', () => {
   });
 
   it('hands back a release handed off but not sent when the outbox closes, due at once for the next one', async () => {
-    const gate = gatedSender();
-    const { store, inner, claims } = watchedStore(freshFile());
-    const outbox = createReleaseOutbox({ client: gate.sender, store, concurrency: 1, pollIntervalMs: NO_POLL, logger: silent });
+    const { gate, inner, outbox } = await handingOff(1);
     try {
-      await waitFor(() => claims.length === 1, 'the first claim');
-      await new Promise((resolve) => setImmediate(resolve));
       await outbox.enqueue({ title: 'Sent', remote_track_id: 'sent' });
       await waitFor(() => gate.active() === 1, 'its push under way');
       // Handed off behind the push that waits; the third is still being stored as close() starts.

@@ -4,6 +4,7 @@
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
 import type { OutboxEmitter } from './events.js';
 import { asError } from './failure.js';
+import { HandOffs } from './hand-offs.js';
 import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
@@ -145,21 +146,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   let lookAgain = false;
   /** A claim is queued for the end of this turn of the event loop (see kick). */
   let claimQueued = false;
-  // Hand-offs (leaseFor): while the last claim found no more due rows than it took (no backlog
-  // for new rows to jump), the rows this process enqueues may be inserted already leased to this
-  // worker, sparing a claim each. Then only what a kick with `mayHaveDue` announces (an enqueue
-  // that was not handed off, a due retry, a requeue) can be due besides, or rows of another
-  // process, which the poll finds: once a short claim made after the last such news is back, no
-  // claim is made while rows were handed off since the last poll. A worker that is handed none
-  // (enqueues made by other processes) claims as a slot frees up, as before.
-  let lastClaimShort = false;
-  /** Kicks that may mean due rows, counted; the count when the last claim was made, and when the last short one was. */
-  let dueNews = 0;
-  let newsClaimed = -1;
-  let newsCovered = -1;
-  let handedOffSincePoll = false;
-  let leasesOut = 0;
-  let leasesAnswered: (() => void) | undefined;
+  /** Rows this process enqueues, handed to this worker leased (leaseFor): see hand-offs.ts. */
+  const handOffs = new HandOffs();
   let timer: NodeJS.Timeout | undefined;
   let timerAt = Number.POSITIVE_INFINITY;
   let keepAlive = false;
@@ -179,7 +167,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     timer = undefined;
     timerAt = Number.POSITIVE_INFINITY;
     config.onProgress();
-    handedOffSincePoll = false;
+    handOffs.polled();
     kick(true);
   }
 
@@ -191,7 +179,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
    */
   function kick(mayHaveDue = true): void {
     if (!running) return;
-    if (mayHaveDue) dueNews++;
+    if (mayHaveDue) handOffs.announce();
     startReady();
     if (claimQueued) return;
     claimQueued = true;
@@ -239,17 +227,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
     let capPerPanel = true;
     while (running) {
-      // Rows are being handed off, and nothing else can be due: a claim would come back empty.
-      if (lastClaimShort && newsCovered === dueNews && handedOffSincePoll) return;
+      if (handOffs.claimNeedless()) return;
       const nowMs = now();
       const ahead = aheadNow();
       const open = Math.max(0, openSlots());
       const covered = ready.length + reserved;
       const uncovered = open - covered;
-      // While rows are handed off, what may have come due besides (and no claim under way will
-      // see) is claimed at once, even past the rows ahead (up to twice as many), so hand-offs pass
-      // it during one claim at most; a claim of it that comes back full turns hand-offs off.
-      const newsWaiting = lastClaimShort && newsClaimed !== dueNews && covered < 2 * (open + ahead);
+      // News while rows are handed off is claimed at once (a full claim of it turns hand-offs off).
+      const newsWaiting = handOffs.newsWaiting(covered < 2 * (open + ahead));
       if (uncovered <= 0 && covered - open >= ahead * REFILL_BELOW && !newsWaiting) {
         // The claim under way may have read the store before the row this kick is about was
         // committed: it must look again rather than leave the slots idle until the next poll.
@@ -261,8 +246,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       const limit = capPerPanel ? Math.max(open + ahead - covered, newsWaiting ? MIN_CLAIM_AHEAD : 0) : uncovered;
       if (limit <= 0) return;
       reserved += limit;
-      const newsBefore = dueNews;
-      newsClaimed = dueNews;
+      const newsBefore = handOffs.claiming();
       // A back-off or a probe (one row) limits the claim: it says nothing of a backlog.
       const unheld = holds.size === 0;
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
@@ -287,8 +271,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         ready.push({ row, claimedAt });
       }
       startReady();
-      lastClaimShort = claimsAhead && unheld && batch.length < limit && !claimed.more;
-      if (lastClaimShort) newsCovered = Math.max(newsCovered, newsBefore);
+      handOffs.claimed(newsBefore, claimsAhead && unheld && batch.length < limit && !claimed.more);
       if (batch.length < limit || fresh.length === 0) {
         // Panels left unvisited may have due rows: go on, a bounded number of times.
         if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
@@ -413,24 +396,23 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     },
     kick,
     leaseFor(panel) {
-      if (!running || !lastClaimShort || panel !== routing.panel || holds.size > 0) return undefined;
+      if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0) return undefined;
       // Claims under way are not counted: while rows are handed off they bring few or none.
-      if (ready.length + leasesOut >= Math.max(0, openSlots()) + aheadNow()) return undefined;
-      leasesOut++;
+      if (ready.length + handOffs.outstanding >= Math.max(0, openSlots()) + aheadNow()) return undefined;
+      handOffs.leased();
       return { owner, leaseMs: config.leaseMs, since: performance.now() };
     },
     handedOff(lease, row) {
-      leasesOut--;
       // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
-      if (row && !sending.has(row.id)) {
+      const taken = row !== undefined && !sending.has(row.id);
+      if (taken) {
         sending.add(row.id);
         holds.claimed(row.panel);
-        handedOffSincePoll = true;
         // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
         if (running) ready.push({ row, claimedAt: lease.since });
         else handBack(row);
       }
-      if (leasesOut === 0) leasesAnswered?.();
+      handOffs.answered(taken);
     },
     async stop() {
       running = false;
@@ -439,14 +421,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       timerAt = Number.POSITIVE_INFINITY;
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
-      // Not for long: a caller's open transaction can hold that insert up (same track).
-      let waited: NodeJS.Timeout | undefined;
-      if (leasesOut > 0)
-        await new Promise<void>((resolve) => {
-          leasesAnswered = resolve;
-          waited = setTimeout(resolve, LEASE_MARGIN_MS);
-        });
-      clearTimeout(waited);
+      await handOffs.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
       for (const { row } of ready.splice(0)) handBack(row);
       while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
