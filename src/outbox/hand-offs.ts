@@ -36,11 +36,13 @@ export class HandOffs {
   }
 
   /**
-   * News no claim under way will see: to be claimed at once, even past the rows ahead (`room`
-   * false once twice as many are held), so hand-offs pass it during one claim at most.
+   * News no claim under way will see, while rows are handed off: to be claimed at once, even past
+   * the rows ahead (`room` false once twice as many are held), so hand-offs pass it during one
+   * claim at most. A store that takes no lease (MySQL, memory, most custom ones) hands nothing
+   * off, and its worker claims exactly as it would without hand-offs.
    */
   newsWaiting(room: boolean): boolean {
-    return this.lastClaimShort && this.newsClaimed !== this.news && room;
+    return this.lastClaimShort && this.handedOffSincePoll && this.newsClaimed !== this.news && room;
   }
 
   /** A claim is made; pass what it returns to claimed(). */
