@@ -1,7 +1,7 @@
 // The release record of the partner API (docs/partner-api.md), validated locally before anything is queued or sent.
 import { z } from 'zod';
 import { InvalidReleaseError } from './errors.js';
-import { escapeControls, parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
+import { escapeControls, isWellFormedText, parseIsoDate, safeHttpUrl, URL_MAX } from './text.js';
 
 /** Text fields are capped so a runaway form cannot queue megabytes (the contract names no limit). */
 export const MAX_TEXT_LENGTH = 500;
@@ -11,14 +11,12 @@ export const MAX_TEXT_LENGTH = 500;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are exactly the characters to refuse.
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 const text = z
   .string()
   .max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`)
   .refine((v) => !CONTROL.test(v), 'must not contain control characters (only tab and newline are allowed)')
   // A lone surrogate cannot be encoded as UTF-8: the mother would receive U+FFFD instead.
-  .refine((v) => !LONE_SURROGATE.test(v), 'must be valid Unicode text (it has a lone surrogate)');
+  .refine(isWellFormedText, 'must be valid Unicode text (it has a lone surrogate)');
 
 // ISRC: country (2 letters), registrant (3 alphanumerics), year (2 digits), designation (5 digits).
 const ISRC = /^[A-Z]{2}[A-Z0-9]{3}\d{2}\d{5}$/;

@@ -26,6 +26,22 @@ export function cleanText(value: unknown, max: number): string | null {
   return [...cleaned].slice(0, max).join('');
 }
 
+// A surrogate without its pair: what `text.slice(0, n)` leaves when it cuts an emoji in two. No
+// UTF-8 encoder can write one, so each driver substitutes U+FFFD (PostgreSQL, MySQL, Redis) or
+// three of them (SQLite): two such ids would become one on the way into a store.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/** Whether `value` is well-formed Unicode (no lone surrogate): text every store and the wire keep byte for byte. */
+export function isWellFormedText(value: string): boolean {
+  return !LONE_SURROGATE.test(value);
+}
+
+/** `value` with each lone surrogate named (`[lone surrogate U+D800]`): a message then says what was wrong (cleanText would drop it). */
+export function showLoneSurrogates(value: string): string {
+  return value.replace(LONE_SURROGATES, (char) => `[lone surrogate U+${char.charCodeAt(0).toString(16).toUpperCase()}]`);
+}
+
 export const URL_MAX = 2048;
 const HOSTNAME = /^(?:[a-z0-9-]+\.)*[a-z0-9-]+$|^\[[0-9a-f:.]+\]$/i;
 

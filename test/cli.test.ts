@@ -360,6 +360,13 @@ describe('panel-license', () => {
       const pipe = fakeIo(env());
       expect(await main(['check', '--api-key', 'a|b'], pipe.io)).toBe(EXIT.usage);
       expect(pipe.err[0]).not.toContain('`');
+      // A panel id no store would keep byte for byte is refused before the outbox is opened.
+      for (const panel of ['tenant\uD800', 'tenant\u001b[31m']) {
+        const badPanel = fakeIo(env());
+        expect(await main(['outbox', '--panel', panel, '--outbox', join(dir, 'never-opened.db')], badPanel.io)).toBe(EXIT.usage);
+        expect(badPanel.err[0]).toMatch(/^panel-license: --panel ".*" is not a panel id: at most 200 characters of well-formed Unicode/);
+      }
+      expect(readdirSync(dir)).not.toContain('never-opened.db');
       const version = fakeIo();
       expect(await main(['--version'], version.io)).toBe(EXIT.ok);
       expect(version.out[0]).toMatch(/^panel-license \d+\.\d+\.\d+/);

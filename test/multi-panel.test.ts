@@ -199,6 +199,17 @@ describe('licenseGuard({ panels })', () => {
     expect(emulator.requests).toHaveLength(0);
   });
 
+  it('refuses a panel id from the resolver that no store keeps byte for byte (a cut emoji), as unusable credentials', async () => {
+    const { app, guard } = deployment({
+      panels: { resolve: async () => ({ apiKey: 'pk_beats', apiSecret: 'sk_beats_0123456789', panel: `${'tenant😀'.slice(0, 7)}` }) },
+    });
+    const errors: string[] = [];
+    guard.on('error', (error) => errors.push((error as Error).message));
+    await request(app).get('/').set('Host', 'beats.example').expect(404);
+    expect(errors).toEqual([expect.stringMatching(/well-formed Unicode.*"tenant\[lone surrogate U\+D83D\]"/)]);
+    expect(emulator.requests).toHaveLength(0);
+  });
+
   it('keeps a panel apart from a host that has its key with another secret, and follows a rotated secret', async () => {
     let secret = PANELS['beats.example'].apiSecret as string;
     const resolve = async (host: string) =>

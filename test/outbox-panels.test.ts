@@ -2,17 +2,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createMemoryOutboxStore } from '../src/outbox/memory-store.js';
+import { mysqlOutboxStore } from '../src/outbox/mysql-store.js';
 import type { OutboxPanelCredentials } from '../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js';
 import { postgresOutboxStore } from '../src/outbox/postgres-store.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import type { OutboxStore } from '../src/outbox/store.js';
 import { failure, sleep, startEmulator, waitFor } from './helpers.js';
-import { DATABASE_URL, postgresAnswers, serviceAvailable } from './services.js';
+import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
 // Two mothers, as the contract allows: tenants 1 and 2 on the first, tenant 3 on the second.
 const KEYS = { t1: 'pk_tenant_1', t2: 'pk_tenant_2', t3: 'pk_tenant_3' };
@@ -23,6 +25,9 @@ const dir = mkdtempSync(join(tmpdir(), 'outbox-panels-'));
 const havePostgres = serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers());
 const pool = havePostgres ? new pg.Pool({ connectionString: DATABASE_URL, max: 8 }) : undefined;
 const schema = `test_panels_${process.pid}`;
+const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
+const mysqlPool = haveMysql ? mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) : undefined;
+const mysqlTables: string[] = [];
 beforeAll(async () => {
   first = await startEmulator([KEYS.t1, KEYS.t2].map((apiKey) => ({ apiKey, apiSecret: SECRET(apiKey) })));
   second = await startEmulator([{ apiKey: KEYS.t3, apiSecret: SECRET(KEYS.t3) }]);
@@ -32,6 +37,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
   await pool?.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await pool?.end();
+  for (const table of mysqlTables) await mysqlPool?.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  await mysqlPool?.end();
 });
 const opened: ReleaseOutbox[] = [];
 afterEach(async () => {
@@ -75,6 +82,18 @@ const stores: [string, () => OutboxStore][] = [
   ['memory', () => createMemoryOutboxStore()],
   ['SQLite', () => createSqliteOutboxStore({ file: join(dir, `panels-${++tables}.db`) })],
   ...(pool ? [['PostgreSQL', () => postgresOutboxStore({ pool, schema, table: `panels_${++tables}` })] as [string, () => OutboxStore]] : []),
+  ...(mysqlPool
+    ? [
+        [
+          'MySQL',
+          () => {
+            const table = `test_panels_${process.pid}_${++tables}`;
+            mysqlTables.push(table);
+            return mysqlOutboxStore({ pool: mysqlPool, table });
+          },
+        ] as [string, () => OutboxStore],
+      ]
+    : []),
 ];
 
 describe.each(stores)('createReleaseOutbox({ panels }) on %s', (_name, makeStore) => {
@@ -90,6 +109,36 @@ describe.each(stores)('createReleaseOutbox({ panels }) on %s', (_name, makeStore
     // De-duplication is per panel: the same track id and content in another panel is its own release.
     expect((await outbox.enqueue({ title: 'tenant-1 song 0', remote_track_id: 'trk-0' }, { panel: 'tenant-1' })).deduplicated).toBe('already-delivered');
     expect((await outbox.enqueue({ title: 'tenant-1 song 0', remote_track_id: 'trk-0' }, { panel: 'tenant-2' })).deduplicated).toBeUndefined();
+  });
+
+  it('sends panels whose ids a driver could fold into one each under its own key, and refuses an id no store keeps', async () => {
+    const outbox = manyOutbox(makeStore());
+    // Tenant ids that differ only by what a cut emoji or a normalisation would change.
+    tenants.set('tenant\uFFFD', { apiKey: KEYS.t1, apiSecret: SECRET(KEYS.t1) });
+    tenants.set('tenant😀', { apiKey: KEYS.t2, apiSecret: SECRET(KEYS.t2) });
+    tenants.set('caf\u00e9', { apiKey: KEYS.t3, apiSecret: SECRET(KEYS.t3), baseUrl: second.url });
+    tenants.set('cafe\u0301', { apiKey: KEYS.t1, apiSecret: SECRET(KEYS.t1) });
+    const sent = new Map([
+      ['tenant\uFFFD', KEYS.t1],
+      ['tenant😀', KEYS.t2],
+      ['caf\u00e9', KEYS.t3],
+      ['cafe\u0301', KEYS.t1],
+    ]);
+    const ids = new Set<number>();
+    for (const panel of sent.keys()) ids.add((await outbox.enqueue({ title: `song of ${panel}`, remote_track_id: 'song-1' }, { panel })).id);
+    expect(ids.size).toBe(4);
+    // `name.slice(0, n)` that cut an emoji: refused, never stored as another tenant's id.
+    for (const panel of ['tenant\uD83D', 'tenant\uDE00', 'caf\uD800'])
+      await expect(outbox.enqueue({ title: 'cut', remote_track_id: 'song-1' }, { panel })).rejects.toThrow(/well-formed Unicode/);
+    // Nor does a read find another track's rows through what the driver would make of a cut id.
+    await expect(outbox.list({ panel: 'tenant\uFFFD', track: 'song-\uD800' })).rejects.toThrow(/well-formed Unicode/);
+    await drained(outbox);
+    expect(
+      received()
+        .map((r) => [r.release.title, r.apiKey])
+        .sort(),
+    ).toEqual([...sent].map(([panel, key]) => [`song of ${panel}`, key]).sort());
+    for (const panel of sent.keys()) expect(await outbox.stats({ panel })).toMatchObject({ panel, pending: 0, delivered: 1 });
   });
 
   it('lets a panel the resolver does not know wait, without holding back the others', async () => {

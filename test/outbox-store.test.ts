@@ -115,6 +115,36 @@ describe.each(stores)('%s', (_name, create) => {
       expect(claimed.map((r) => JSON.parse(r.body).release.title).sort()).toEqual(['Song A', 'Song B']);
     });
 
+    // What a driver or a collation could fold into one: a replacement character and the emoji a
+    // cut left as a lone surrogate, composed and decomposed accents, case, full width, a 4-byte
+    // character (MySQL's utf8mb3 cannot hold it).
+    const LOOKALIKES = [
+      ['tenant\uFFFD', 'tenant😀'],
+      ['caf\u00e9', 'cafe\u0301'],
+      ['Tenant', 'tenant'],
+      ['ｔｅｎａｎｔ', 'tenant'],
+    ] as const;
+
+    it.each(LOOKALIKES)('keeps panel and track ids %j and %j apart, byte for byte', async (one, other) => {
+      const store = make();
+      const first = await store.enqueue({ ...row('first', one), panel: one }, T0);
+      // The same track id in the other panel, and the other track id in the same panel: new rows both.
+      const otherPanel = await store.enqueue({ ...row('other panel', one), panel: other }, T0);
+      const otherTrack = await store.enqueue({ ...row('other track', other), panel: one }, T0);
+      expect([otherPanel.deduplicated, otherTrack.deduplicated]).toEqual([undefined, undefined]);
+      expect(new Set([first.id, otherPanel.id, otherTrack.id]).size).toBe(3);
+      const ofOne = await store.list({ state: 'pending', limit: 10, panel: one });
+      expect(ofOne.map((r) => [r.panel, r.remoteTrackId])).toEqual([
+        [one, one],
+        [one, other],
+      ]);
+      expect((await store.list({ state: 'pending', limit: 10, panel: other })).map((r) => [r.panel, r.remoteTrackId])).toEqual([[other, one]]);
+      expect((await store.list({ state: undefined, limit: 10, panel: one, track: other })).map((r) => r.id)).toEqual([otherTrack.id]);
+      const claimed = await store.claimDue({ panel: other, owner: A, limit: 10, nowMs: T0, leaseMs: LEASE });
+      expect(claimed.map((r) => [r.panel, r.remoteTrackId, JSON.parse(r.body).release.title])).toEqual([[other, one, 'other panel']]);
+      expect(await store.counts({ panel: one })).toMatchObject({ pending: 2 });
+    });
+
     it('always queues a release without remote_track_id', async () => {
       const store = make();
       const first = await store.enqueue(row('Same'), T0);

@@ -1,6 +1,7 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { OutboxState } from '../outbox/store.js';
+import { shownPanel, validatePanelId } from '../panel-id.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { EXIT, type Io, parseFlags, UsageError } from './io.js';
 import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
@@ -56,8 +57,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   const file = (values.outbox as string | undefined) ?? outboxFromEnv(io.env);
   const [action, id] = positionals;
   if (action !== undefined && action !== 'retry' && action !== 'panels') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
-  const panel = values.panel as string | undefined;
-  if (panel === '') throw new UsageError('--panel needs a panel id.', USAGE);
+  const panel = panelFlag(values.panel as string | undefined);
   const limit = Number(values.limit ?? 100);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
   if (action === 'panels') return listPanels(file, limit, values.json === true, io);
@@ -137,5 +137,16 @@ async function listPanels(file: string, limit: number, json: boolean, io: Io): P
     return EXIT.ok;
   } finally {
     await outbox.closeAll();
+  }
+}
+
+/** `--panel` checked as every other way in checks a panel id (the outbox would refuse it later, after opening the store). */
+function panelFlag(panel: string | undefined): string | undefined {
+  if (panel === undefined) return undefined;
+  if (panel === '') throw new UsageError('--panel needs a panel id.', USAGE);
+  try {
+    return validatePanelId(panel, '--panel');
+  } catch {
+    throw new UsageError(`--panel ${shownPanel(panel)} is not a panel id: at most 200 characters of well-formed Unicode, no control characters.`, USAGE);
   }
 }

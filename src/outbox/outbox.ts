@@ -4,6 +4,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
+import { isWellFormedText } from '../text.js';
 import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener, type OutboxTelemetry } from './events.js';
 import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
@@ -269,8 +270,11 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
         throw new RangeError(`panel-license-guard: list() \`limit\` must be an integer from 1 to ${MAX_LIST_LIMIT}.`);
       const { panel } = scoping.scope('list', query.panel);
       const { track, after } = query;
-      if (track !== undefined && (typeof track !== 'string' || track.length === 0 || track.length > 500))
-        throw new TypeError('panel-license-guard: list() `track` must be a remote_track_id (a non-empty string of at most 500 characters).');
+      // Ill-formed text would reach the store as U+FFFD and find another track's rows.
+      if (track !== undefined && (typeof track !== 'string' || track.length === 0 || track.length > 500 || !isWellFormedText(track)))
+        throw new TypeError(
+          'panel-license-guard: list() `track` must be a remote_track_id (a non-empty string of at most 500 characters of well-formed Unicode).',
+        );
       if (after !== undefined && (!Number.isSafeInteger(after) || after < 0))
         throw new RangeError('panel-license-guard: list() `after` must be an id (a non-negative integer): the last id of the previous page.');
       // A custom store that ignores `afterId` must not page round forever: rows at or before it are dropped.
