@@ -1,15 +1,15 @@
 // The mother API client: both contract operations, signed, hardened, skew-corrected.
 import { createHash, createHmac } from 'node:crypto';
 import { inspect } from 'node:util';
-import { AuthenticationError, HttpStatusError, MalformedResponseError, MethodNotAllowedError, type MotherError, ServerValidationError } from '../errors.js';
 import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { assertApiKey, assertApiSecret } from '../signing.js';
-import { cleanText } from '../text.js';
 import { SkewClock } from './clock.js';
-import { type FetchLike, parseRetryAfter, type RawResponse } from './http.js';
-import { errorBodySchema, type LicenseResponse, licenseResponseSchema, type ReleaseResponse, releaseResponseSchema } from './license-response.js';
+import type { FetchLike, RawResponse } from './http.js';
+import { type LicenseResponse, licenseResponseSchema, type ReleaseResponse, releaseResponseSchema } from './license-response.js';
+import { errorFor, parseWith, redactedLicense } from './mother-answers.js';
 import { type MotherEndpoint, type MotherEndpointOptions, resolveEndpoint, sendSigned } from './mother-endpoint.js';
+import { type Redactor, redactorFor } from './redaction.js';
 
 export interface MotherClientOptions {
   /** Base address of the mother's partner API; `license.php` and `release.php` are joined to it. */
@@ -60,65 +60,6 @@ export interface MotherClient {
 
 const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
 
-function parseJson(raw: RawResponse): unknown {
-  try {
-    return JSON.parse(raw.text);
-  } catch (error) {
-    const looksHtml = /^\s*</.test(raw.text);
-    const what = raw.text.length === 0 ? 'an empty body' : looksHtml ? 'an HTML page' : 'a body that is not valid JSON';
-    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what}.`, raw.status, error);
-  }
-}
-
-// Anything shaped like an HMAC-SHA256 in hex, wherever it sits (`sig_<hex>`, `sha256=<hex>`):
-// our signature, or one echoed from an earlier request.
-const HEX_DIGEST = /[0-9a-f]{64}/gi;
-
-/**
- * Mother text we keep (errors, logs, `lastError`, CLI output) may echo our request headers, as a
- * proxy's error page can: the API key and anything shaped like a signature are cut out.
- */
-function redactMotherText(text: string, apiKey: string): string {
-  // Invisible characters first, so `pk_te\u200bst` cannot hide the key from the match.
-  const visible = cleanText(text, Number.POSITIVE_INFINITY) ?? '';
-  return visible.replaceAll(apiKey, '[api key]').replace(HEX_DIGEST, '[redacted]');
-}
-
-/** Turns a non-2xx answer into the error class of its kind. */
-function errorFor(raw: RawResponse, nowMs: number, apiKey: string, url: string): MotherError {
-  let serverMessage: string | undefined;
-  try {
-    const parsed = errorBodySchema.safeParse(JSON.parse(raw.text));
-    // Remote text headed for logs and terminals: no control characters, bounded length, no
-    // credentials (redacted before the cap, so a cut can never leave half a key behind).
-    if (parsed.success) serverMessage = cleanText(redactMotherText(parsed.data.error, apiKey), 300) ?? undefined;
-  } catch {
-    // 401/405 bodies are not specified by the contract: HTML or empty is fine.
-  }
-  const suffix = serverMessage ? `: ${serverMessage}` : '.';
-  if (raw.status === 401) return new AuthenticationError(`The mother rejected the credentials or signature (HTTP 401)${suffix}`);
-  if (raw.status === 405) return new MethodNotAllowedError(`The mother refused the method (HTTP 405)${suffix}`);
-  if (raw.status === 422) return new ServerValidationError(serverMessage ?? 'validation failed (no message given)');
-  const retryAfter = parseRetryAfter(raw.headers.get('retry-after'), nowMs);
-  // No such script there: most often a `baseUrl` that is not the directory of the scripts.
-  const where = raw.status === 404 ? ` (POST ${url}: check \`baseUrl\`, the directory that holds license.php and release.php)` : '';
-  return new HttpStatusError(raw.status, `The mother answered HTTP ${raw.status}${suffix}${where}`, retryAfter);
-}
-
-function parseWith<T>(
-  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } },
-  raw: RawResponse,
-  what: string,
-): T {
-  const result = schema.safeParse(parseJson(raw));
-  if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  // Key names come from the mother: cleaned and capped like any remote text.
-  const path = cleanText(issue?.path.map(String).join('.').replace(HEX_DIGEST, '[redacted]'), 100) ?? '(root)';
-  const where = issue ? `\`${path}\`: ${issue.message}` : 'unknown shape';
-  throw new MalformedResponseError(`The mother's ${what} answer does not match the contract (${where}).`, raw.status);
-}
-
 /** A stable id for the panel of `apiKey` at this mother, safe to log and show (not the key). */
 export function panelIdOf(baseUrl: string, apiKey: string): string {
   // The first 16 bytes as hex: a flat string, not a slice that keeps the whole digest alive.
@@ -137,6 +78,8 @@ class SignedMotherClient implements MotherClient {
   readonly #apiKey: string;
   readonly #apiSecret: string;
   readonly #clock: SkewClock;
+  /** Cuts this panel's key and secret out of the mother's texts (made on first use). */
+  #redactor: Redactor | undefined;
   /** One derived key per purpose, so a MAC made for one use is worthless for another (made on first use). */
   #localKeys: Map<string, Buffer> | undefined;
 
@@ -156,18 +99,23 @@ class SignedMotherClient implements MotherClient {
     return this.#endpoint.timeoutMs;
   }
 
+  private get redactor(): Redactor {
+    this.#redactor ??= redactorFor(this.#apiKey, this.#apiSecret);
+    return this.#redactor;
+  }
+
   private async send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
     const endpoint = this.#endpoint;
     const raw = await sendSigned({ endpoint, apiKey: this.#apiKey, apiSecret: this.#apiSecret, clock: this.#clock, url, body, signal });
     if (raw.status >= 200 && raw.status < 300) return raw;
-    throw errorFor(raw, endpoint.now(), this.#apiKey, url);
+    throw errorFor(raw, endpoint.now(), this.redactor, url);
   }
 
   async checkLicense(options?: RequestOptions): Promise<LicenseResponse> {
     const raw = await this.send(this.#endpoint.licenseUrl, '', options?.signal);
-    const answer = parseWith(licenseResponseSchema, raw, 'license');
+    const answer = parseWith(licenseResponseSchema, raw, 'license', this.redactor);
     if (answer.server_time !== undefined) this.#clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
-    return answer;
+    return redactedLicense(answer, this.redactor);
   }
 
   async pushRelease(release: Release, options?: RequestOptions): Promise<ReleaseResponse> {
@@ -176,7 +124,7 @@ class SignedMotherClient implements MotherClient {
 
   async pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse> {
     const raw = await this.send(this.#endpoint.releaseUrl, body, options?.signal);
-    return parseWith(releaseResponseSchema, raw, 'release');
+    return parseWith(releaseResponseSchema, raw, 'release', this.redactor);
   }
 
   clockOffsetMs(): number {
