@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import express from 'express';
 import express4 from 'express4';
 import request from 'supertest';
@@ -23,6 +25,21 @@ async function tokenFor(path: string): Promise<{ cookie: string; csrf: string }>
   const cookie = String(page.headers['set-cookie']).split(';')[0] as string;
   const csrf = /name="csrf" value="([^"]+)"/.exec(page.text)?.[1] as string;
   return { cookie, csrf };
+}
+
+/** The status line and the rest of the answer to `raw`, written as it is to a listening `app`. */
+async function rawRequest(app: express.Express, raw: string): Promise<string> {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  try {
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    socket.end(raw);
+    const chunks: Buffer[] = [];
+    for await (const chunk of socket) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString();
+  } finally {
+    server.close();
+  }
 }
 
 describe('licenseConsole()', () => {
@@ -189,6 +206,15 @@ describe('licenseConsole()', () => {
     // A tenant's host: 404 before authorize, whoever asks.
     await request(app).get('/ops/').set('Host', 'beats.example').expect(404);
     await request(app).get('/ops/').set('Host', 'ops.platform.example').expect(200);
+    await request(app).get('/ops/').set('Host', 'OPS.platform.example.:8443').expect(200);
+    // With `trust proxy` on, Express takes the client's X-Forwarded-Host as the host: the console
+    // wants every host a request names to be its own.
+    app.set('trust proxy', true);
+    await request(app).get('/ops/').set('Host', 'beats.example').set('X-Forwarded-Host', 'ops.platform.example').expect(404);
+    await request(app).get('/ops/').set('Host', 'ops.platform.example').set('X-Forwarded-Host', 'ops.platform.example, beats.example').expect(404);
+    await request(app).get('/ops/').set('Host', 'ops.platform.example').set('X-Forwarded-Host', 'ops.platform.example').expect(200);
+    // An HTTP/1.0 request may carry no Host at all: a plain 404, not a 500.
+    expect(await rawRequest(app, 'GET /ops/ HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 404 /);
     expect(() => licenseConsole({ outbox: deployment.outbox, authorize: () => true, hosts: [] })).toThrow(/`hosts` must be a non-empty list/);
     for (const done of ['__proto__', 'constructor', 'toString']) {
       const page = await operator(`/releases?done=${done}`).expect(200);

@@ -8,6 +8,7 @@ import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js
 import { OUTBOX_TELEMETRY, type OutboxTelemetry } from '../outbox/events.js';
 import type { ReleaseOutbox } from '../outbox/outbox.js';
 import { ConsoleActivity } from './activity.js';
+import { onlyOnHosts } from './host-check.js';
 import { escapeHtml, type PageContext, page } from './layout.js';
 import { type PanelsSource, panelPage, panelsList, panelsQuery, statusOf } from './panels-page.js';
 import { releasePage, releasesList, releasesQuery } from './releases-page.js';
@@ -26,7 +27,9 @@ export interface LicenseConsoleOptions {
   /**
    * The hosts the console answers on (e.g. your platform's own admin host); on any other host it
    * answers 404 before `authorize` is asked. With `panels` by host, set it: the console shows
-   * every tenant, so it must not answer on a tenant's own host. @default every host
+   * every tenant, so it must not answer on a tenant's own host. Every host a request names must
+   * be one of these: its `Host` and each `X-Forwarded-Host` value, whatever `trust proxy` says
+   * (behind a proxy that rewrites `Host`, list the name it rewrites to as well). @default every host
    */
   hosts?: string[];
 }
@@ -77,10 +80,7 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   const panels: PanelsSource | undefined = guard && instruments && { guard, instruments, activity };
 
   const router = express.Router() as LicenseConsole;
-  if (hosts !== undefined) {
-    const allowed = new Set(hosts.map((host) => host.toLowerCase()));
-    router.use((req, res, next) => (allowed.has(req.hostname.toLowerCase()) ? next() : res.status(404).type('text/plain').send('Not Found')));
-  }
+  if (hosts !== undefined) router.use(onlyOnHosts(hosts));
   router.use(authorizing(authorize));
   router.use(express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 10 }));
   const contextOf = (req: Request, res: Response): PageContext => ({ base: req.baseUrl, csrf: csrfToken(req, res), nonce: pageHeaders(res), now: Date.now() });
