@@ -186,7 +186,9 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('with stores on $name', (each) =
       // Right after, before that record reaches `a`: a's check starts with a smaller stamp.
       emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
       await a.refresh();
-      await waitFor(() => a.state === 'locked' && ahead.state === 'locked', 'both locked', 5000);
+      await waitFor(() => a.state === 'locked' && ahead.state === 'locked', `both locked (${a.state}, ${ahead.state})`, 5000).catch((e) => {
+        throw new Error(`${e.message}: ${a.state} ${ahead.state}`);
+      });
       // The host ahead fails a check afterwards: that must not unlock anyone.
       emulator.setFaults({ down: true });
       await ahead.refresh();
@@ -276,6 +278,34 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('with stores on $name', (each) =
       emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
       expect(await behind.refresh()).toBe('locked');
       await waitFor(() => ahead.state === 'locked', "behind's lock on ahead", 3000);
+    });
+
+    it('does not go back to a lock it already left when a late read brings that record again', async () => {
+      // One second of the mother's clock for the whole test: the lock and the unlock share it.
+      const frozen = Date.now();
+      const mother = await startEmulator(undefined, { now: () => frozen });
+      try {
+        const prefix = newPrefix();
+        const options = { client: createMotherClient({ baseUrl: mother.url, apiKey: API_KEY, apiSecret: API_SECRET }), schedule: '0 0 1 1 *' };
+        const [a, b] = [await instance(prefix, { ...options, syncIntervalMs: 3_600_000 }), await instance(prefix, options)];
+        await a.start();
+        await b.start();
+        mother.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
+        expect(await b.refresh()).toBe('locked');
+        await waitFor(() => a.state === 'locked', "b's lock on a", 3000);
+        const key = `${prefix}${options.client.panelId}:verdict`;
+        const lockRecord = (await redis.get(key)) as string;
+        expect(lockRecord).toBeTruthy();
+        mother.setPanel(API_KEY, { active: true, reason: null });
+        expect(await b.refresh()).toBe('active');
+        await waitFor(() => a.state === 'active', "b's unlock on a", 3000);
+        // A read issued before the unlock was published answers after it: the old lock record.
+        await redis.publish(key, lockRecord);
+        await sleep(300);
+        expect([a.state, b.state]).toEqual(['active', 'active']);
+      } finally {
+        await mother.close();
+      }
     });
 
     it('a slow answer does not overtake a later check', async () => {

@@ -1,7 +1,7 @@
 // Cluster mode: how a peer's record from the license store changes this instance's verdict.
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
-import { isAfter } from './check-order.js';
+import { isAfter, sameCheck } from './check-order.js';
 import type { LicenseMonitor } from './license-monitor.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
@@ -28,6 +28,7 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
   const { verdict, lastSuccessAt, successOrder } = record;
   if (verdict !== null && lastSuccessAt !== null && successOrder !== null && isAfter(successOrder, monitor.successOrder) && !olderThanOwn(monitor, verdict)) {
     monitor.successOrder = successOrder;
+    monitor.heldBasis = record.basis ?? null;
     monitor.clock.anchor(lastSuccessAt);
     if (!verdict.active) monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
     else if (record.failure === null && current) monitor.move('verified-active', verdict, lastSuccessAt, null);
@@ -59,13 +60,16 @@ function olderThanOwn(monitor: LicenseMonitor, verdict: LicenseResponse): boolea
  * A lock ordered before what this instance holds (its writer's clock is behind ours, so its check
  * stamp is smaller) that the mother answered no earlier than the active verdict held here: taken.
  * The hosts' clocks disagree; the mother's `server_time` does not, and locking is the safe side.
- * (An old lock replayed after a re-activation is refused: the mother answered it earlier.)
+ * (An old lock replayed after a re-activation is refused: the mother answered it earlier. So is
+ * the very lock the check behind our active verdict started from — it was answered before that
+ * check, in the same second — when a read begun before that verdict's announcement brings it late.)
  */
 function adoptLaterLock(monitor: LicenseMonitor, record: SharedVerdict): void {
-  const { verdict, lastSuccessAt } = record;
+  const { verdict, lastSuccessAt, successOrder } = record;
   const held = monitor.entry.verdict;
   if (verdict === null || verdict.active || lastSuccessAt === null || held === undefined || !held.active) return;
   if (verdict.server_time === undefined || held.server_time === undefined || verdict.server_time < held.server_time) return;
+  if (successOrder !== null && monitor.heldBasis !== null && sameCheck(successOrder, monitor.heldBasis)) return;
   monitor.clock.anchor(lastSuccessAt);
   monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
   monitor.checkGraceEnd();

@@ -17,6 +17,11 @@ export function isAfter(a: CheckOrder, b: CheckOrder): boolean {
   return a.stamp > b.stamp || (a.stamp === b.stamp && a.by > b.by);
 }
 
+/** Whether `a` and `b` name the same check. */
+export function sameCheck(a: CheckOrder, b: CheckOrder): boolean {
+  return a.stamp === b.stamp && a.by === b.by;
+}
+
 export function later(a: CheckOrder, b: CheckOrder): CheckOrder {
   return isAfter(a, b) ? a : b;
 }

@@ -98,6 +98,7 @@ export function sharedRecordOf(monitor: LicenseMonitor, failure: unknown, poller
   return {
     order: monitor.lastOrder,
     successOrder: verdict === undefined || monitor.successOrder.stamp === 0 ? null : monitor.successOrder,
+    basis: verdict === undefined ? null : monitor.heldBasis,
     checkedAt: Math.floor(monitor.lastCheckAt ?? monitor.clock.now()),
     verdict: verdict ?? null,
     lastSuccessAt: lastSuccessAt === null ? null : Math.floor(lastSuccessAt),

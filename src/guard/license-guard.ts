@@ -31,6 +31,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     check: async () => {
       // Cluster mode: the check's place among the peers' checks is fixed when it starts.
       const order = sync?.nextOrder();
+      const basis = monitor.checkBasis();
       let failure: unknown = null;
       let applied: boolean;
       let lastAnswer: { active: boolean } | undefined;
@@ -39,7 +40,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
         const verdict = await config.client.checkLicense({ signal: closing.signal });
         lastAnswer = verdict;
         config.telemetry.check({ panel: config.panelKey, result: checkResult(verdict, null), durationMs: performance.now() - began });
-        applied = monitor.verdictReceived(verdict, config.now(), order);
+        applied = monitor.verdictReceived(verdict, config.now(), order, basis);
       } catch (error) {
         failure = error;
         if (!closing.signal.aborted)

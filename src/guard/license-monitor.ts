@@ -128,8 +128,9 @@ export class LicenseMonitor {
    * In cluster mode `order` places it among the peers' checks: an answer to a check older than
    * one already applied is dropped (returns false).
    */
-  verdictReceived(verdict: LicenseResponse, at: number, order?: CheckOrder): boolean {
+  verdictReceived(verdict: LicenseResponse, at: number, order?: CheckOrder, basis?: CheckOrder | null): boolean {
     if (this.closed || !this.takeOrder(order, true)) return false;
+    this.heldBasis = basis ?? null;
     this.lastCheckAt = at;
     this.lastCheckBy = 'self';
     this.lastFailure = null;
@@ -168,6 +169,18 @@ export class LicenseMonitor {
    * our own lock). A peer's lock is always adopted.
    */
   ownServerTime = 0;
+  /**
+   * Cluster mode: the verdict (its check's order) held by whoever ran the check behind the verdict
+   * held now, when that check started (null: none, or unknown). Tells a lock that check already
+   * replaced from one it never saw, where the mother's clock cannot (both in one second).
+   */
+  heldBasis: CheckOrder | null = null;
+
+  /** The basis of a check starting now: the order of the verdict held (null before any). */
+  checkBasis(): CheckOrder | null {
+    return this.successOrder.stamp === 0 ? null : this.successOrder;
+  }
+
   /** Monotonic time (ms) a check outcome was last applied, own or a peer's. */
   lastAppliedMono = Number.NEGATIVE_INFINITY;
 

@@ -187,6 +187,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     const { client, now } = this.config;
     // With a store: this check's place among the instances' checks is fixed when it starts.
     const order = this.sync?.nextOrder();
+    const basis = this.monitor.checkBasis();
     let failure: unknown = null;
     let applied: boolean;
     let answer: LicenseResponse | undefined;
@@ -196,7 +197,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     try {
       answer = await client.checkLicense({ signal: abort.signal });
       this.config.telemetry.check({ panel: this.id, result: checkResult(answer, null), durationMs: performance.now() - began });
-      applied = this.monitor.verdictReceived(answer, now(), order);
+      applied = this.monitor.verdictReceived(answer, now(), order, basis);
     } catch (error) {
       failure = error;
       if (!this.closed) this.config.telemetry.check({ panel: this.id, result: checkResult(undefined, error), durationMs: performance.now() - began });

@@ -16,6 +16,8 @@ const recordSchema = z.object({
   order: orderSchema,
   /** Order of the check that produced `verdict`. */
   successOrder: orderSchema.nullable(),
+  /** Order of the verdict its checker held when that check started (absent from older writers). */
+  basis: orderSchema.nullable().optional(),
   /** Wall time (ms) of the check that produced this record, by whichever instance ran it. */
   checkedAt: z.number().int().nonnegative(),
   /** The last verified verdict and when it arrived (null until the cluster has one). */
