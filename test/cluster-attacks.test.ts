@@ -186,9 +186,7 @@ describe.skipIf(!haveRedis).each(REDIS_CLIENTS)('with stores on $name', (each) =
       // Right after, before that record reaches `a`: a's check starts with a smaller stamp.
       emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
       await a.refresh();
-      await waitFor(() => a.state === 'locked' && ahead.state === 'locked', `both locked (${a.state}, ${ahead.state})`, 5000).catch((e) => {
-        throw new Error(`${e.message}: ${a.state} ${ahead.state}`);
-      });
+      await waitFor(() => a.state === 'locked' && ahead.state === 'locked', 'both locked', 5000);
       // The host ahead fails a check afterwards: that must not unlock anyone.
       emulator.setFaults({ down: true });
       await ahead.refresh();
