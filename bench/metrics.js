@@ -84,7 +84,7 @@ export async function measureMetrics({ baseUrl, rounds, rows, log }) {
         baseline: `${fmt(emptyMs, 2)} ms empty`,
         ratio: round(fullMs / emptyMs, 2),
         target: 'report',
-        met: undefined,
+        met: null,
         raw: { rows, emptyMs, fullMs },
       },
     ];
