@@ -4,6 +4,7 @@
 import type mysql from 'mysql2/promise';
 
 export const NO_BACKSLASH_ESCAPES_ON = "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_BACKSLASH_ESCAPES')";
+export const STRICT_OFF = "SET SESSION sql_mode = REPLACE(REPLACE(@@SESSION.sql_mode, 'STRICT_TRANS_TABLES', ''), 'STRICT_ALL_TABLES', '')";
 
 /**
  * Runs `sql` on each of the `size` sessions of `pool` (borrowed all at once, so every one of a pool

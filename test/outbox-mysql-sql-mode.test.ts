@@ -7,12 +7,13 @@ import { mysqlOutboxStore } from '../src/mysql.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import type { ClaimedRow } from '../src/outbox/store.js';
 import { API_KEY, API_SECRET, clientFor, startEmulator, waitFor } from './helpers.js';
-import { NO_BACKSLASH_ESCAPES_ON, onEverySession, PROBE, probed, valuesApartOnly } from './mysql-sessions.js';
+import { NO_BACKSLASH_ESCAPES_ON, onEverySession, PROBE, probed, STRICT_OFF, valuesApartOnly } from './mysql-sessions.js';
 import { MYSQL_URL, mysqlAnswers, serviceAvailable } from './services.js';
 
 // The MySQL store whatever the session's sql_mode: NO_BACKSLASH_ESCAPES switched on mid-run on
 // the pool's sessions (an app sharing the pool, a server restarted with a new global mode) never
-// lets a caller's, a release's or the mother's text be read as SQL.
+// lets a caller's, a release's or the mother's text be read as SQL, and strict mode or not, a
+// value is stored the same way.
 const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
 const SESSIONS = 3;
 const pools: mysql.Pool[] = [];
@@ -201,4 +202,24 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() on sessions that start with NO_B
     expect(await store.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 1000 })).toMatchObject({ deleted: 10 });
     expect(await probed(pool, SESSIONS)).toBe(0);
   });
+});
+
+describe.skipIf(!haveMysql)('mysqlOutboxStore() with an error text longer than its column holds', () => {
+  // 70,000 bytes of UTF-8 (last_error is a TEXT: 65,535 bytes).
+  const long = `${'é'.repeat(20_000)}${'😀'.repeat(7_500)}`;
+  for (const mode of ['strict', 'not strict'] as const)
+    it(`keeps the same beginning of it, on a ${mode} session`, async () => {
+      const pool = newPool();
+      const table = freshTable();
+      const store = mysqlOutboxStore({ pool, table });
+      const { id } = await store.enqueue(newRow('panel-a', '{}'), 1000);
+      if (mode === 'not strict') await onEverySession(pool, SESSIONS, STRICT_OFF);
+      const [claimed] = await store.claimDue({ panel: 'panel-a', owner: 'me', limit: 1, nowMs: 2000, leaseMs: 60_000 });
+      expect(await store.settle(claimed as ClaimedRow, 'me', { kind: 'dead', error: long }, 2000)).toBe('applied');
+      const kept = String((await rowOf(table, id))?.last_error);
+      expect(Buffer.byteLength(kept)).toBeLessThanOrEqual(65_535);
+      expect(Buffer.byteLength(kept)).toBeGreaterThan(65_535 - 8);
+      expect(kept.endsWith('…')).toBe(true);
+      expect(long.startsWith(kept.slice(0, -1))).toBe(true);
+    });
 });

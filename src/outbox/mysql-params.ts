@@ -76,3 +76,24 @@ export function withLists(text: (...lists: string[]) => string): (...lengths: nu
     return sql;
   };
 }
+
+/**
+ * `text` cut at a character's end to at most `maxBytes` of UTF-8, ending in `…` when cut: what a
+ * column holds is then decided here, the same way whether the session is strict (which refuses
+ * too long a value) or not (which cuts it where it falls).
+ */
+export function fitText(text: string, maxBytes: number): string {
+  // A UTF-16 code unit is at most 3 bytes of UTF-8 (a surrogate pair, 2 units, is 4).
+  if (text.length * 3 <= maxBytes || Buffer.byteLength(text) <= maxBytes) return text;
+  const room = maxBytes - Buffer.byteLength('…');
+  let bytes = 0;
+  let end = 0;
+  for (const character of text) {
+    const code = character.codePointAt(0) as number;
+    const size = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+    if (bytes + size > room) break;
+    bytes += size;
+    end += character.length;
+  }
+  return `${text.slice(0, end)}…`;
+}

@@ -5,7 +5,7 @@ import { onCallerTransaction } from './caller-transaction.js';
 import { createMysqlClaims } from './mysql-claims.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
 import { databaseFailure } from './mysql-errors.js';
-import { MAX_LIST, type MysqlValue, padded, rowCount, run } from './mysql-params.js';
+import { fitText, MAX_LIST, type MysqlValue, padded, rowCount, run } from './mysql-params.js';
 import {
   headerOf,
   inTransaction as inTransactionOn,
@@ -46,6 +46,8 @@ export interface MysqlOutboxStore extends OutboxStore {
 }
 
 const DUPLICATE_KEY = 1062;
+/** What `last_error` (a TEXT) holds, in bytes of UTF-8. */
+const LAST_ERROR_BYTES = 65_535;
 const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"';
 
 export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
@@ -98,7 +100,8 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   const updateValues = (update: RowUpdate, nowMs: number, id: number): MysqlValue[] => {
     const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
     const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
-    return [state, attempts, next, nowMs, orNull(lastError), orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
+    const error = lastError === undefined ? null : fitText(lastError, LAST_ERROR_BYTES);
+    return [state, attempts, next, nowMs, error, orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
   };
 
   /** The common case in one statement: the row is as this worker claimed it. Otherwise under the track's lock. */
