@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
 import { clientFor, sleep, startEmulator, waitFor } from './helpers.js';
+import { NO_BACKSLASH_ESCAPES_ON } from './mysql-sessions.js';
 import { BUILDERS, type Database, type Kit, ownTable, SCHEMA, storeOn } from './query-builders.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
@@ -140,6 +141,19 @@ describe.each(COMBINATIONS)('$name', ({ builder, database, name }) => {
       /a Knex transaction on .*a Kysely transaction.*a Drizzle transaction on/,
     );
     expect(await outbox.stats()).toMatchObject({ pending: 0, delivered: 0 });
+  });
+});
+
+describe.each(Object.keys(BUILDERS) as (keyof typeof BUILDERS)[])('%s on MySQL, its session with NO_BACKSLASH_ESCAPES', (builder) => {
+  it.skipIf(!available.mysql)('stores the release’s text byte for byte (never read as SQL)', async () => {
+    const { kit, outbox } = await setUp(builder, 'mysql');
+    // Text that ends its quotes when backslashes are not escapes.
+    const attack = release(`x', 'y', 'z', 'pending', 0, 0, 0, 0)# \\' é😀 (${builder})`, `t\\', 1)# ${builder}`);
+    await kit.transaction(async (trx) => {
+      await kit.raw(trx, NO_BACKSLASH_ESCAPES_ON);
+      await outbox.enqueue(attack, { transaction: trx });
+    });
+    expect((await outbox.list()).map((entry) => entry.release)).toEqual([attack]);
   });
 });
 

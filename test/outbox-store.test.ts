@@ -10,6 +10,7 @@ import { postgresOutboxStore } from '../src/outbox/postgres-store.js';
 import { loadSqliteDriver } from '../src/outbox/sqlite-driver.js';
 import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 import type { ClaimedRow, NewOutboxRow, OutboxStore } from '../src/outbox/store.js';
+import { NO_BACKSLASH_ESCAPES_ON, valuesApartOnly } from './mysql-sessions.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'outbox-store-'));
@@ -61,10 +62,14 @@ const freshMysqlTable = () => {
   mysqlTables.push(table);
   return table;
 };
+// The same store on sessions with NO_BACKSLASH_ESCAPES, under which mysql2's escaping of values
+// in the text is unsafe: every statement must send its values apart (a `query()` given any fails).
+const unescapedPool = haveMysql ? mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) : undefined;
+unescapedPool?.pool.on('connection', (connection) => connection.query(NO_BACKSLASH_ESCAPES_ON));
 afterAll(async () => {
   if (!mysqlPool) return;
   for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
-  await mysqlPool.end();
+  await Promise.all([mysqlPool.end(), unescapedPool?.end()]);
 });
 
 const stores: [string, () => OutboxStore][] = [
@@ -72,7 +77,13 @@ const stores: [string, () => OutboxStore][] = [
   ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
   ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema(), leaseClock: 'outbox' })] as [string, () => OutboxStore]] : []),
   ...(mysqlPool
-    ? [['mysqlOutboxStore()', () => mysqlOutboxStore({ pool: mysqlPool, table: freshMysqlTable(), leaseClock: 'outbox' })] as [string, () => OutboxStore]]
+    ? [
+        ['mysqlOutboxStore()', () => mysqlOutboxStore({ pool: mysqlPool, table: freshMysqlTable(), leaseClock: 'outbox' })] as [string, () => OutboxStore],
+        [
+          'mysqlOutboxStore() on sessions with NO_BACKSLASH_ESCAPES',
+          () => mysqlOutboxStore({ pool: valuesApartOnly(unescapedPool as mysql.Pool), table: freshMysqlTable(), leaseClock: 'outbox' }),
+        ] as [string, () => OutboxStore],
+      ]
     : []),
 ];
 

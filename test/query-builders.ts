@@ -5,7 +5,7 @@ import { sql as drizzleSql, type SQL } from 'drizzle-orm';
 import { drizzle as drizzleMysql } from 'drizzle-orm/mysql2';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import knex from 'knex';
-import { CamelCasePlugin, Kysely, MysqlDialect, PostgresDialect } from 'kysely';
+import { CamelCasePlugin, Kysely, sql as kyselySql, MysqlDialect, PostgresDialect } from 'kysely';
 import mysqlCallback from 'mysql2';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
@@ -27,6 +27,8 @@ export interface Kit {
   transaction<T>(work: (trx: unknown) => Promise<T>, isolation?: Isolation): Promise<T>;
   /** Inserts the panel's own row into `table` (see ownTable) through the builder, inside `trx`. */
   insertOwn(trx: unknown, table: string, title: string): Promise<void>;
+  /** Runs `statement` (no values) through the builder, inside `trx`. */
+  raw(trx: unknown, statement: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,6 +58,9 @@ function knexKit(database: Database): Kit {
     async insertOwn(trx, table, title) {
       await (trx as typeof db)(table).insert({ title });
     },
+    async raw(trx, statement) {
+      await (trx as typeof db).raw(statement);
+    },
     close: () => db.destroy(),
   };
 }
@@ -78,6 +83,9 @@ function kyselyKit(database: Database): Kit {
     async insertOwn(trx, table, title) {
       await (trx as typeof db).insertInto(table).values({ title }).execute();
     },
+    async raw(trx, statement) {
+      await kyselySql.raw(statement).execute(trx as typeof db);
+    },
     close: () => db.destroy(),
   };
 }
@@ -94,6 +102,9 @@ function drizzleKit(database: Database): Kit {
     transaction: (work, isolation = 'read committed') => db.transaction((tx) => work(tx), { isolationLevel: isolation }),
     async insertOwn(tx, table, title) {
       await (tx as { execute(query: SQL): Promise<unknown> }).execute(drizzleSql`INSERT INTO ${drizzleSql.raw(table)} (title) VALUES (${title})`);
+    },
+    async raw(tx, statement) {
+      await (tx as { execute(query: SQL): Promise<unknown> }).execute(drizzleSql.raw(statement));
     },
     close: () => (pgPool ?? (mysqlPool as mysql.Pool)).end(),
   };

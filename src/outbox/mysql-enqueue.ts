@@ -2,13 +2,12 @@
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
-import { headerOf, type MysqlQueryable, type MysqlTableNames, NO_BACKSLASH_ESCAPES, noBackslashEscapes, rowsOf } from './mysql-schema.js';
+import { run } from './mysql-params.js';
+import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, needsNewestDead, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { connectionTurns, trackTurns } from './turns.js';
-
-/** The server's "in a transaction" status flag (SERVER_STATUS_IN_TRANS) in every OK packet. */
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -35,9 +34,9 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
     const { panel, remoteTrackId: track } = row;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now));
-    await connection.query(sql.lockTrack, [panel, track]);
-    const [pending] = rowsOf(await connection.query(sql.newestPending, [panel, track]));
-    const [delivered] = rowsOf(await connection.query(sql.latestDelivered, [panel, track]));
+    await run(connection, sql.lockTrack, [panel, track]);
+    const [pending] = rowsOf(await run(connection, sql.newestPending, [panel, track]));
+    const [delivered] = rowsOf(await run(connection, sql.latestDelivered, [panel, track]));
     const newestPending = pending && { id: Number(pending.id), contentHash: pending.content_hash as string };
     const latestDelivered = delivered && {
       id: Number(delivered.id),
@@ -45,26 +44,21 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       releaseId: num(delivered.release_id),
       historyOf: num(delivered.history_of),
     };
-    const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await connection.query(sql.newestDead, [panel, track]))[0] : undefined;
+    const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await run(connection, sql.newestDead, [panel, track]))[0] : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
-    if (plan.action === 'replace-pending') await connection.query(sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
+    if (plan.action === 'replace-pending') await run(connection, sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
     return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now) : undefined);
   }
 
   async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<number> {
     const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now];
-    return Number(headerOf(await connection.query(sql.insertPending, values)).insertId);
+    return Number(headerOf(await run(connection, sql.insertPending, values)).insertId);
   }
 
   /** Whether the tables exist, asked through the caller's connection (a CREATE there would commit their transaction). */
   async function assertTableThrough(connection: MysqlQueryable): Promise<void> {
     if (tableKnown) return;
-    const found = rowsOf(
-      await connection.query('SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?', [
-        names.database ?? null,
-        names.migrationsName,
-      ]),
-    );
+    const found = rowsOf(await run(connection, TABLE_EXISTS, [names.database ?? null, names.migrationsName]));
     if (Number(found[0]?.n) === 0)
       throw new Error(
         `panel-license-guard: the outbox table ${names.shown} does not exist yet; call \`await store.migrate()\` at start-up, before enqueuing in a transaction (creating it inside yours would commit it: MySQL commits before any CREATE).`,
@@ -88,17 +82,11 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       });
     }
     // Through Kysely the answer carries no server status: its transaction is open (Kysely refuses
-    // one that has ended), and the session's sql_mode is asked for.
-    const flags =
-      status ?? IN_TRANSACTION | (/NO_BACKSLASH_ESCAPES/.test(String(rowsOf(await connection.query(sql.sqlMode))[0]?.mode)) ? NO_BACKSLASH_ESCAPES : 0);
-    if ((flags & IN_TRANSACTION) === 0)
+    // one that has ended). Whatever the session's sql_mode, the values below travel apart from the SQL.
+    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0)
       throw new TypeError(
         'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows.',
       );
-    if (flags & NO_BACKSLASH_ESCAPES) {
-      await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
-      throw noBackslashEscapes('your connection');
-    }
     try {
       await assertTableThrough(connection);
       const result = await enqueueWith(connection, row, now);

@@ -1,20 +1,26 @@
 // The MySQL/MariaDB outbox tables: names, the server check, the versioned idempotent migration,
 // transactions on a borrowed connection, and privilege errors that name the grant.
+import { run } from './mysql-params.js';
 
 /** What a mysql2 query answers: rows for a SELECT, a header (affectedRows, insertId) for a write. */
 export type MysqlResult = [unknown, unknown];
 
 /** The part of a mysql2/promise connection (`pool.getConnection()`, `createConnection()`) this store uses. */
 export interface MysqlQueryable {
+  /** Statements without values (transactions, savepoints, tables). */
   query(sql: string, values?: unknown[]): Promise<MysqlResult>;
+  /** Statements with values: prepared on the server, the values sent apart from the text (mysql-params.ts). */
+  execute?(sql: string, values?: (string | number | null)[]): Promise<MysqlResult>;
 }
 
 export interface MysqlConnection extends MysqlQueryable {
+  execute(sql: string, values?: (string | number | null)[]): Promise<MysqlResult>;
   release(): void;
 }
 
 /** The part of a mysql2/promise pool (`mysql.createPool()`) this store uses. */
 export interface MysqlPool extends MysqlQueryable {
+  execute(sql: string, values?: (string | number | null)[]): Promise<MysqlResult>;
   getConnection(): Promise<MysqlConnection>;
 }
 
@@ -25,19 +31,6 @@ export const headerOf = ([header]: MysqlResult) => header as { affectedRows: num
 
 export const SCHEMA_VERSION = 1;
 
-/** The server status flag of a session whose sql_mode has NO_BACKSLASH_ESCAPES. */
-export const NO_BACKSLASH_ESCAPES = 0x200;
-
-/**
- * mysql2 puts values into statements itself, escaping quotes with backslashes; under
- * NO_BACKSLASH_ESCAPES the server reads those backslashes as text, and a title could end its
- * quotes and write SQL of its own. So such a session is refused, never written to.
- */
-export function noBackslashEscapes(whose: string): Error {
-  return new Error(
-    `panel-license-guard: ${whose} runs with NO_BACKSLASH_ESCAPES in sql_mode, under which mysql2's escaping of values is unsafe (a release's text could end its quotes and run SQL). Remove it from sql_mode for these connections (e.g. SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')).`,
-  );
-}
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
 
 /** Lower-case SQL identifiers only: they are interpolated (quoted) into statements, never user text. */
@@ -89,8 +82,7 @@ export async function inTransaction<T>(pool: MysqlPool, work: (connection: Mysql
   for (let attempt = 1; ; attempt++) {
     try {
       return await withConnection(pool, async (connection) => {
-        const status = headerOf(await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED')).serverStatus ?? 0;
-        if (status & NO_BACKSLASH_ESCAPES) throw noBackslashEscapes("the outbox's pool");
+        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
         await connection.query('START TRANSACTION');
         try {
           const result = await work(connection);
@@ -153,6 +145,9 @@ function migrationV1({ table, tracks }: MysqlTableNames, collation: string): str
 
 const MIGRATIONS = [migrationV1];
 
+/** Values: the database (null: the session's), the migrations table's name. */
+export const TABLE_EXISTS = 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?';
+
 /**
  * The server, from `SELECT VERSION()`: claims need FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB
  * 10.6) and ids a binary NO PAD collation (MySQL 8.0.17). Returns that collation.
@@ -189,26 +184,20 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
  */
 export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
   await withConnection(pool, async (connection) => {
-    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.sql_mode AS mode, @@SESSION.autocommit AS autocommit'));
+    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.autocommit AS autocommit'));
     const collation = checkServerVersion(String(server?.version));
-    if (/NO_BACKSLASH_ESCAPES/.test(String(server?.mode))) throw noBackslashEscapes("the outbox's pool");
     // The store's single statements (an outcome, a lease handed back) must commit on their own.
     if (Number(server?.autocommit) === 0)
       throw new Error(
         "panel-license-guard: the outbox's pool runs with autocommit off, so the store's single statements (recording a delivery, handing a lease back) would never commit. Leave autocommit on for this pool (mysql2's default).",
       );
     const lock = `panel-license-guard:${names.shown}`.slice(0, 64);
-    const [taken] = rowsOf(await connection.query('SELECT GET_LOCK(?, 30) AS taken', [lock]));
+    const [taken] = rowsOf(await run(connection, 'SELECT GET_LOCK(?, 30) AS taken', [lock]));
     if (Number(taken?.taken) !== 1) throw new Error(`panel-license-guard: another process held the migration lock of ${names.shown} for 30 s; try again.`);
     try {
       // Look before creating: a user with only SELECT/INSERT/UPDATE/DELETE on tables an owner
       // created must not need CREATE.
-      const present = rowsOf(
-        await connection.query('SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?', [
-          names.database ?? null,
-          names.migrationsName,
-        ]),
-      );
+      const present = rowsOf(await run(connection, TABLE_EXISTS, [names.database ?? null, names.migrationsName]));
       const version =
         Number(present[0]?.n) > 0 ? Number(rowsOf(await connection.query(`SELECT COALESCE(MAX(version), 0) AS v FROM ${names.migrations}`))[0]?.v) : 0;
       if (version > SCHEMA_VERSION)
@@ -221,12 +210,12 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
         if (index + 1 <= version) continue;
         // MySQL commits each DDL statement on its own: every statement is written to run again.
         for (const statement of migration(names, collation)) await connection.query(statement);
-        await connection.query(`INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
+        await run(connection, `INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
       }
     } catch (error) {
       throw privilegeError(names, error);
     } finally {
-      await connection.query('SELECT RELEASE_LOCK(?)', [lock]).catch(() => {});
+      await run(connection, 'SELECT RELEASE_LOCK(?)', [lock]).catch(() => {});
     }
   });
 }

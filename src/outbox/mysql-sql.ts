@@ -1,4 +1,6 @@
-// The SQL of the MySQL/MariaDB outbox store, and how its rows read back.
+// The SQL of the MySQL/MariaDB outbox store, and how its rows read back. Every value is a
+// placeholder (mysql-params.ts sends them apart from the text); lists have a placeholder per value.
+import { withLists } from './mysql-params.js';
 import type { MysqlTableNames } from './mysql-schema.js';
 
 /**
@@ -9,9 +11,6 @@ import type { MysqlTableNames } from './mysql-schema.js';
 export const DB_NOW_MS = '(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)';
 // Rows read back exactly as the PostgreSQL store's (same column names).
 export { claimedRow, num, orNull, storedRow } from './postgres-sql.js';
-
-/** mysql2 turns `IN (?)` with an array into a list; an empty list is no SQL, so it gets an id no row has. */
-export const idList = (ids: readonly number[]) => (ids.length > 0 ? [...ids] : [0]);
 
 /**
  * `clock`: what leases and due times are reckoned on. `'database'`: the server's clock, the one
@@ -26,6 +25,10 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
   /** Due and not leased, on the lease clock (`now` stands for the statement's host time). */
   const dueNow = (alias: string, hostNow: string) =>
     `${alias}.state = 'pending' AND ${alias}.next_attempt_at <= ${hostNow} AND (${alias}.lease_expires_at IS NULL OR ${alias}.lease_expires_at <= ${hostNow})`;
+  const settleRow = (conditions: string) => `UPDATE ${t} SET state = ?, attempts = ?,
+        next_attempt_at = COALESCE(${onDatabase ? `${DB_NOW_MS} + (? - ?)` : '? + 0 * ?'}, next_attempt_at),
+        last_error = ?, release_id = ?, delivered_at = ?, delivered_seq = CASE WHEN ? = 'delivered' THEN UUID_SHORT() ELSE delivered_seq END,
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`;
   const trackInOrder = `(candidate.remote_track_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
         AND older.state = 'pending' AND older.id < candidate.id))`;
@@ -35,7 +38,6 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // A track's lock: its row in the tracks table, taken (created if missing) and held until the
     // transaction ends, as PostgreSQL's transaction-scoped advisory lock is.
     lockTrack: `INSERT INTO ${tracks} (panel, remote_track_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE panel = VALUES(panel)`,
-    sqlMode: 'SELECT @@SESSION.sql_mode AS mode',
     // Locking reads, after the track's lock: they read what is committed now, whatever the
     // transaction's isolation level (a caller's REPEATABLE READ snapshot may be older).
     newestPending: `SELECT id, content_hash FROM ${t} WHERE panel = ? AND pending_track = ? FOR UPDATE`,
@@ -47,23 +49,29 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?)`,
     // One panel's due rows, oldest due first, skipping rows another host is claiming; a track's
-    // newer pending row waits for its older one. Values: panel, now, now, exclude, limit.
-    claim: `SELECT ${COLUMNS} FROM ${t} AS candidate
-      WHERE candidate.panel = ? AND ${dueNow('candidate', now)} AND candidate.id NOT IN (?) AND ${trackInOrder}
+    // newer pending row waits for its older one. Values: panel, now, now, the excluded ids, limit.
+    claim: withLists(
+      (exclude) => `SELECT ${COLUMNS} FROM ${t} AS candidate
+      WHERE candidate.panel = ? AND ${dueNow('candidate', now)} AND candidate.id NOT IN (${exclude}) AND ${trackInOrder}
       ORDER BY candidate.next_attempt_at, candidate.id LIMIT ? FOR UPDATE SKIP LOCKED`,
+    ),
     // Values: owner, now, lease ms, ids.
-    lease: `UPDATE ${t} SET lease_owner = ?, lease_expires_at = ${now} + ? WHERE id IN (?)`,
+    lease: withLists((ids) => `UPDATE ${t} SET lease_owner = ?, lease_expires_at = ${now} + ? WHERE id IN (${ids})`),
     // Panels with pending rows after a cursor, in id order (a loose scan of the due index).
     panelsAfter: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT ?`,
     panelsUpTo: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND panel > '' AND panel <= ? ORDER BY panel LIMIT ?`,
     // Each listed panel's first due rows, numbered in the order it would send them. Values: now,
-    // now, panels, exclude; the caller keeps the first `limit` (1 for a probing panel).
-    heads: `SELECT ${COLUMNS}, turn FROM (
+    // now, panels, the excluded ids, limit; the caller keeps the first `limit` (1 for a probing panel).
+    heads: withLists(
+      (panels, exclude) => `SELECT ${COLUMNS}, turn FROM (
         SELECT candidate.*, ROW_NUMBER() OVER (PARTITION BY candidate.panel ORDER BY candidate.next_attempt_at, candidate.id) AS turn
-        FROM ${t} AS candidate WHERE ${dueNow('candidate', now)} AND candidate.panel IN (?) AND candidate.id NOT IN (?) AND ${trackInOrder}) AS due
+        FROM ${t} AS candidate WHERE ${dueNow('candidate', now)} AND candidate.panel IN (${panels}) AND candidate.id NOT IN (${exclude}) AND ${trackInOrder}) AS due
       WHERE turn <= ?`,
+    ),
     // The chosen rows, locked if still due and unleased (another host may have taken one meanwhile). Values: ids, now, now.
-    lockChosen: `SELECT ${COLUMNS} FROM ${t} AS candidate WHERE candidate.id IN (?) AND ${dueNow('candidate', now)} FOR UPDATE SKIP LOCKED`,
+    lockChosen: withLists(
+      (ids) => `SELECT ${COLUMNS} FROM ${t} AS candidate WHERE candidate.id IN (${ids}) AND ${dueNow('candidate', now)} FOR UPDATE SKIP LOCKED`,
+    ),
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = ? FOR UPDATE`,
     insertDelivered: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'delivered', ?, ?, ?, UUID_SHORT(), ?, ?, ?, ?)`,
@@ -71,10 +79,9 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // only grows on a server: the highest of a track is what the mother holds. Values: state,
     // attempts, next attempt (null: keep; a host time), now, error, release_id, delivered at,
     // state, now, then the row's conditions.
-    settle: (conditions: string) => `UPDATE ${t} SET state = ?, attempts = ?,
-        next_attempt_at = COALESCE(${onDatabase ? `${DB_NOW_MS} + (? - ?)` : '? + 0 * ?'}, next_attempt_at),
-        last_error = ?, release_id = ?, delivered_at = ?, delivered_seq = CASE WHEN ? = 'delivered' THEN UUID_SHORT() ELSE delivered_seq END,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`,
+    settle: settleRow(''),
+    // The same, if the row is still as the worker claimed it. Then: content hash, owner.
+    settleAsClaimed: settleRow("AND state = 'pending' AND content_hash = ? AND lease_owner = ?"),
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id`,
     // rules.ts, mayRequeue: only the newest row of a track comes back (read under the track's lock).
     newerOfTrack: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND id > ? AND (history_of IS NULL OR history_of <> ?) LIMIT 1`,
@@ -83,7 +90,10 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // Adoption of rows stored without a panel (''): see the other stores.
     supersededUnassigned: `SELECT old.id FROM ${t} AS old WHERE old.panel = '' AND old.state = 'pending' AND old.remote_track_id IS NOT NULL AND EXISTS (
         SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = ? AND theirs.remote_track_id = old.remote_track_id AND theirs.id > old.id)`,
-    markSuperseded: `UPDATE ${t} SET state = 'dead', last_error = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id IN (?) AND state = 'pending'`,
+    markSuperseded: withLists(
+      (ids) =>
+        `UPDATE ${t} SET state = 'dead', last_error = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id IN (${ids}) AND state = 'pending'`,
+    ),
     adopt: `UPDATE ${t} SET panel = ? WHERE panel = ''`,
     // Retention (rules.ts, mayPrune), one id range at a time. MySQL cannot delete from a table a
     // subquery of the same statement reads, so the rows are chosen first, then deleted if still as chosen.
@@ -93,7 +103,7 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
         OR (old.state = 'delivered' AND old.updated_at < ? AND (old.remote_track_id IS NULL OR EXISTS (
           SELECT 1 FROM ${t} AS newer WHERE newer.panel = old.panel AND newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
             AND (COALESCE(newer.delivered_seq, 0) > COALESCE(old.delivered_seq, 0) OR (COALESCE(newer.delivered_seq, 0) = COALESCE(old.delivered_seq, 0) AND newer.id > old.id))))))`,
-    prune: `DELETE FROM ${t} WHERE id IN (?) AND ((state = 'dead' AND updated_at < ?) OR (state = 'delivered' AND updated_at < ?))`,
+    prune: withLists((ids) => `DELETE FROM ${t} WHERE id IN (${ids}) AND ((state = 'dead' AND updated_at < ?) OR (state = 'delivered' AND updated_at < ?))`),
     counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE (? IS NULL OR panel = ?) GROUP BY state`,
     oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND (? IS NULL OR panel = ?)`,
     list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?)

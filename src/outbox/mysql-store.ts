@@ -2,9 +2,10 @@
 // UPDATE SKIP LOCKED, and enqueue inside the caller's own transaction (the transactional outbox).
 import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
 import { onCallerTransaction } from './caller-transaction.js';
-import { gatherHeads, pickFairly } from './fair-claim.js';
+import { createMysqlClaims } from './mysql-claims.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
 import { databaseFailure } from './mysql-errors.js';
+import { fitText, MAX_LIST, type MysqlValue, padded, rowCount, run } from './mysql-params.js';
 import {
   headerOf,
   inTransaction as inTransactionOn,
@@ -14,15 +15,14 @@ import {
   migrate,
   mysqlTableNames,
   privilegeError,
-  type Row,
   rowsOf,
   validIdentifier,
 } from './mysql-schema.js';
-import { claimedRow, idList, mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
+import { mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
 import { settleEach } from './settle-each.js';
 import { explainedStore } from './sql-work.js';
-import type { ClaimedRow, ClaimRequest, EnqueueOptions, FairClaimRequest, OutboxState, OutboxStore, SettleRequest } from './store.js';
+import type { EnqueueOptions, OutboxState, OutboxStore, SettleRequest } from './store.js';
 
 export interface MysqlOutboxStoreOptions {
   /** A `mysql2/promise` pool (`mysql.createPool(...)`). The store borrows connections; it never ends the pool. */
@@ -46,6 +46,8 @@ export interface MysqlOutboxStore extends OutboxStore {
 }
 
 const DUPLICATE_KEY = 1062;
+/** What `last_error` (a TEXT) holds, in bytes of UTF-8. */
+const LAST_ERROR_BYTES = 65_535;
 const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"';
 
 export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
@@ -57,7 +59,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   if (leaseClock !== 'database' && leaseClock !== 'outbox')
     problems.add(optionError('leaseClock', `must be 'database' or 'outbox', received ${shown(leaseClock)}`, "Leave it out to use the database's clock."));
   const { pool } = options;
-  if (typeof pool?.getConnection !== 'function' || typeof pool.query !== 'function' || typeof (pool as { then?: unknown }).then === 'function')
+  if (
+    typeof pool?.getConnection !== 'function' ||
+    typeof pool.query !== 'function' ||
+    typeof pool.execute !== 'function' ||
+    typeof (pool as { then?: unknown }).then === 'function'
+  )
     problems.add(
       optionError('pool', 'is not a mysql2/promise pool', "Pass `mysql.createPool({ uri })` with `import mysql from 'mysql2/promise'` (npm install mysql2)."),
     );
@@ -83,22 +90,18 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     return inTransactionOn(pool, work);
   };
   const enqueuer = createMysqlEnqueuer({ names, sql, ready, inTransaction });
-  const query = async (text: string, values: unknown[]) => {
+  const claims = createMysqlClaims(sql, inTransaction);
+  /** A statement on any of the pool's connections, its values apart from its text. */
+  const query = async (text: string, values: readonly MysqlValue[]) => {
     await ready();
-    return pool.query(text, values);
+    return run(pool, text, values);
   };
 
-  /** Leases `rows` (locked by this transaction) to the claimer. */
-  async function lease(connection: MysqlQueryable, rows: Row[], request: ClaimRequest | FairClaimRequest): Promise<ClaimedRow[]> {
-    if (rows.length === 0) return [];
-    await connection.query(sql.lease, [request.owner, request.nowMs, request.leaseMs, rows.map((row) => Number(row.id))]);
-    return rows.map(claimedRow);
-  }
-
-  const updateValues = (update: RowUpdate, nowMs: number, id: number) => {
+  const updateValues = (update: RowUpdate, nowMs: number, id: number): MysqlValue[] => {
     const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
     const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
-    return [state, attempts, next, nowMs, orNull(lastError), orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
+    const error = lastError === undefined ? null : fitText(lastError, LAST_ERROR_BYTES);
+    return [state, attempts, next, nowMs, error, orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
   };
 
   /** The common case in one statement: the row is as this worker claimed it. Otherwise under the track's lock. */
@@ -112,12 +115,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     );
     if (asClaimed.update && !asClaimed.history) {
       const values = [...updateValues(asClaimed.update, nowMs, claim.id), claim.contentHash, owner];
-      const applied = await query(sql.settle("AND state = 'pending' AND content_hash = ? AND lease_owner = ?"), values);
+      const applied = await query(sql.settleAsClaimed, values);
       if (headerOf(applied).affectedRows === 1) return asClaimed.result;
     }
     return inTransaction(async (connection) => {
-      if (claim.remoteTrackId !== undefined) await connection.query(sql.lockTrack, [claim.panel, claim.remoteTrackId]);
-      const [current] = rowsOf(await connection.query(sql.snapshot, [claim.id]));
+      if (claim.remoteTrackId !== undefined) await run(connection, sql.lockTrack, [claim.panel, claim.remoteTrackId]);
+      const [current] = rowsOf(await run(connection, sql.snapshot, [claim.id]));
       const snapshot = current && {
         state: current.state as OutboxState,
         contentHash: current.content_hash as string,
@@ -128,9 +131,9 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       if (plan.history) {
         const { body, contentHash, attempts, releaseId } = plan.history;
         const values = [claim.panel, orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, nowMs, nowMs, nowMs];
-        await connection.query(sql.insertDelivered, values);
+        await run(connection, sql.insertDelivered, values);
       }
-      if (plan.update) await connection.query(sql.settle(''), updateValues(plan.update, nowMs, claim.id));
+      if (plan.update) await run(connection, sql.settle, updateValues(plan.update, nowMs, claim.id));
       return plan.result;
     });
   }
@@ -145,34 +148,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       if (transaction === undefined) return enqueuer.alone(row, nowMs);
       return onCallerTransaction(transaction, 'mysql', (connection) => enqueuer.inCallerTransaction(connection, row, nowMs));
     },
-    claimDue: (request) =>
-      inTransaction(async (connection) => {
-        const { panel, nowMs, exclude = [], limit } = request;
-        return lease(connection, rowsOf(await connection.query(sql.claim, [panel, nowMs, nowMs, idList(exclude), limit])), request);
-      }),
-    claimFair: (request) =>
-      inTransaction(async (connection) => {
-        const { nowMs, exclude = [], after, maxPanels, skipPanels, limit } = request;
-        // The ring of panels with pending rows (fair-claim.ts), read ahead in two queries.
-        const wanted = maxPanels + skipPanels.length + 1;
-        const ring = rowsOf(await connection.query(sql.panelsAfter, [after, wanted])).map((r) => r.panel as string);
-        if (after !== '' && ring.length < wanted)
-          ring.push(...rowsOf(await connection.query(sql.panelsUpTo, [after, wanted - ring.length])).map((r) => r.panel as string));
-        const skip = new Set(skipPanels);
-        const visit = ring.filter((panel) => panel !== '' && !skip.has(panel)).slice(0, maxPanels);
-        const due = visit.length === 0 ? [] : rowsOf(await connection.query(sql.heads, [nowMs, nowMs, visit, idList(exclude), limit]));
-        const byPanel = new Map<string, Row[]>();
-        for (const row of due) byPanel.set(row.panel as string, [...(byPanel.get(row.panel as string) ?? []), row]);
-        const { heads, resumeAfter } = gatherHeads(ring, request, (panel, most) =>
-          (byPanel.get(panel) ?? []).sort((a, b) => Number(a.turn) - Number(b.turn)).slice(0, most),
-        );
-        const picked = pickFairly(heads, limit, resumeAfter);
-        // Still due and unleased, and not being claimed by another host right now.
-        const chosen = picked.rows.length === 0 ? [] : rowsOf(await connection.query(sql.lockChosen, [picked.rows.map((r) => Number(r.id)), nowMs, nowMs]));
-        const order = new Map(picked.rows.map((row, index) => [Number(row.id), index]));
-        chosen.sort((a, b) => (order.get(Number(a.id)) ?? 0) - (order.get(Number(b.id)) ?? 0));
-        return { rows: await lease(connection, chosen, request), lastPanel: picked.lastPanel };
-      }),
+    ...claims,
     settle,
     settleMany: (settles: readonly SettleRequest[], owner: string) => settleEach(settles, ({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs)),
     async counts(scope) {
@@ -187,11 +163,11 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     },
     async list({ state, limit, id, panel, track, afterId }) {
       const pairs = [state, id, panel, track, afterId].flatMap((value) => [orNull(value), orNull(value)]);
-      const values = [...pairs, limit];
+      const values = [...pairs, rowCount(limit)];
       return rowsOf(await query(sql.list, values)).map(storedRow);
     },
     async panelCounts(limit) {
-      return rowsOf(await query(sql.panelCounts, [limit])).map((r) => ({
+      return rowsOf(await query(sql.panelCounts, [rowCount(limit)])).map((r) => ({
         panel: r.panel as string,
         pending: Number(r.pending),
         dead: Number(r.dead),
@@ -200,9 +176,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     },
     adoptUnassigned: (panel, nowMs) =>
       inTransaction(async (connection) => {
-        const superseded = rowsOf(await connection.query(sql.supersededUnassigned, [panel])).map((r) => Number(r.id));
-        if (superseded.length > 0) await connection.query(sql.markSuperseded, [ADOPTION_SUPERSEDED, nowMs, superseded]);
-        return headerOf(await connection.query(sql.adopt, [panel])).affectedRows;
+        const superseded = rowsOf(await run(connection, sql.supersededUnassigned, [panel])).map((r) => Number(r.id));
+        for (let start = 0; start < superseded.length; start += MAX_LIST) {
+          const ids = padded(superseded.slice(start, start + MAX_LIST), 0);
+          await run(connection, sql.markSuperseded(ids.length), [ADOPTION_SUPERSEDED, nowMs, ...ids]);
+        }
+        return headerOf(await run(connection, sql.adopt, [panel])).affectedRows;
       }),
     async requeueDead(id, nowMs, scope) {
       const panel = orNull(scope?.panel);
@@ -211,11 +190,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         const track = dead.remote_track_id as string | null;
         requeued += await inTransaction(async (connection) => {
           if (track !== null) {
-            await connection.query(sql.lockTrack, [dead.panel, track]);
+            await run(connection, sql.lockTrack, [dead.panel as string, track]);
             // rules.ts, mayRequeue: a newer row of the track (other than this row's own history) keeps it dead.
-            if (rowsOf(await connection.query(sql.newerOfTrack, [dead.panel, track, dead.id, dead.id])).length > 0) return 0;
+            const newer = await run(connection, sql.newerOfTrack, [dead.panel as string, track, Number(dead.id), Number(dead.id)]);
+            if (rowsOf(newer).length > 0) return 0;
           }
-          return headerOf(await connection.query(sql.requeue, [nowMs, nowMs, dead.id])).affectedRows;
+          return headerOf(await run(connection, sql.requeue, [nowMs, nowMs, Number(dead.id)])).affectedRows;
         }).catch((error: unknown) => {
           // A pending row of the track was committed meanwhile: that newer content wins.
           if (Number((error as { errno?: unknown }).errno) === DUPLICATE_KEY) return 0;
@@ -226,12 +206,15 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     },
     async prune({ deliveredBefore, deadBefore, afterId, limit }) {
       // Without DELETE on the table, say which privilege is missing (retention runs every hour).
-      const range = rowsOf(await query(sql.pruneRange, [afterId, limit]))[0];
+      const range = rowsOf(await query(sql.pruneRange, [afterId, rowCount(limit)]))[0];
       const [lastId, highestId] = [num(range?.last_id), num(range?.highest_id)];
       if (lastId === undefined) return { deleted: 0, lastId, highestId };
-      const ids = rowsOf(await query(sql.prunable, [afterId, lastId, deadBefore, deliveredBefore])).map((r) => Number(r.id));
-      if (ids.length === 0) return { deleted: 0, lastId, highestId };
-      const deleted = await pool.query(sql.prune, [ids, deadBefore, deliveredBefore]).catch((error: unknown) => Promise.reject(privilegeError(names, error)));
+      const found = rowsOf(await query(sql.prunable, [afterId, lastId, deadBefore, deliveredBefore])).map((r) => Number(r.id));
+      if (found.length === 0) return { deleted: 0, lastId, highestId };
+      const ids = padded(found, 0);
+      const deleted = await run(pool, sql.prune(ids.length), [...ids, deadBefore, deliveredBefore]).catch((error: unknown) =>
+        Promise.reject(privilegeError(names, error)),
+      );
       return { deleted: headerOf(deleted).affectedRows, lastId, highestId };
     },
     async close() {
