@@ -13,8 +13,8 @@ import { MYSQL_URL, mysqlAnswers, serviceAvailable } from './services.js';
 // The row rules are in the shared contract suite (outbox-store.test.ts).
 const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
 const pools: mysql.Pool[] = [];
-const newPool = (uri = MYSQL_URL) => {
-  const pool = mysql.createPool({ uri, connectionLimit: 6 });
+const newPool = (options: { uri?: string; charset?: string } = {}) => {
+  const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 6, ...options });
   pools.push(pool);
   return pool;
 };
@@ -243,13 +243,18 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
       await expect(mysqlOutboxStore({ pool, table: freshTable() }).migrate()).rejects.toThrow(/runs with autocommit off/);
     });
 
+    it('refuses a pool that does not talk utf8mb4 (an emoji would become `?`: two ids could become one)', async () => {
+      const pool = newPool({ charset: 'UTF8_GENERAL_CI' });
+      await expect(mysqlOutboxStore({ pool, table: freshTable() }).migrate()).rejects.toThrow(/talks to the server in utf8mb3.*Use utf8mb4/);
+    });
+
     it('says which privilege is missing, and what to grant', async () => {
       await admin.query(`DROP USER IF EXISTS '${NOPRIVS}'@'%'`);
       await admin.query(`CREATE USER '${NOPRIVS}'@'%'`);
       const url = new URL(MYSQL_URL);
       url.username = NOPRIVS;
       url.password = '';
-      const weak = newPool(url.toString());
+      const weak = newPool({ uri: url.toString() });
       const table = freshTable();
       await admin.query(`GRANT SELECT ON ${url.pathname.slice(1)}.* TO '${NOPRIVS}'@'%'`);
       await expect(mysqlOutboxStore({ pool: weak, table }).enqueue(newRow('{}'), 1)).rejects.toThrow(/lacks a privilege .*GRANT CREATE, INDEX ON/);
@@ -276,7 +281,7 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
         /could not reach MySQL at 127\.0\.0\.1:1\/test: .*ECONNREFUSED.*enqueue was rejected and the release is not stored.*Check that MySQL/,
       );
       expect(error.message).not.toContain('db-sekret');
-      const nowhere = newPool(MYSQL_URL.replace(/\/[^/?]*(\?|$)/, '/no_such_database_xyz$1'));
+      const nowhere = newPool({ uri: MYSQL_URL.replace(/\/[^/?]*(\?|$)/, '/no_such_database_xyz$1') });
       await expect(mysqlOutboxStore({ pool: nowhere, table: freshTable() }).migrate()).rejects.toMatchObject({ code: 'OUTBOX_DATABASE_MISSING' });
     });
 

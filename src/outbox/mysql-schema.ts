@@ -184,8 +184,16 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
  */
 export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<void> {
   await withConnection(pool, async (connection) => {
-    const [server] = rowsOf(await connection.query('SELECT VERSION() AS version, @@SESSION.autocommit AS autocommit'));
+    const [server] = rowsOf(
+      await connection.query('SELECT VERSION() AS version, @@SESSION.autocommit AS autocommit, @@SESSION.character_set_client AS charset'),
+    );
     const collation = checkServerVersion(String(server?.version));
+    // Text the connection cannot carry is changed on the way in (an emoji becomes `?` on a
+    // utf8mb3 connection without strict mode): two panel or track ids could become one.
+    if (server?.charset !== 'utf8mb4')
+      throw new Error(
+        `panel-license-guard: the outbox's pool talks to the server in ${String(server?.charset)}, which cannot carry every character of a panel id, a track id or a release: two different ids could be stored as one. Use utf8mb4 (mysql2's default charset; leave \`charset\` unset or set it to 'UTF8MB4_BIN').`,
+      );
     // The store's single statements (an outcome, a lease handed back) must commit on their own.
     if (Number(server?.autocommit) === 0)
       throw new Error(
