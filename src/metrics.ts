@@ -5,7 +5,7 @@ import { TELEMETRY } from './guard/telemetry.js';
 import { registerGuardMetrics } from './metrics/guard-metrics.js';
 import { registerOutboxMetrics } from './metrics/outbox-metrics.js';
 import { registerOutboxPanelMetrics } from './metrics/outbox-panel-metrics.js';
-import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from './options.js';
+import { OptionProblems, optionError, optionNames, positiveInteger, rejectUnknownOptions } from './options.js';
 import { OUTBOX_TELEMETRY, type OutboxTelemetry } from './outbox/events.js';
 import type { ReleaseOutbox } from './outbox/outbox.js';
 
@@ -41,7 +41,12 @@ export function registerMetrics(options: RegisterMetricsOptions): RegisteredMetr
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', "Pass { registry, guard, outbox } with registry = require('prom-client').register.");
   const problems = new OptionProblems();
-  rejectUnknownOptions('registerMetrics', options, ['registry', 'guard', 'outbox', 'panelSeries'], problems);
+  rejectUnknownOptions(
+    'registerMetrics',
+    options,
+    optionNames<RegisterMetricsOptions>({ registry: true, guard: true, outbox: true, panelSeries: true }),
+    problems,
+  );
   const { registry, guard, outbox } = options;
   const panelSeries = problems.check(() => positiveInteger('panelSeries', options.panelSeries, 100, 0, MAX_PANEL_SERIES), 0);
   if (typeof registry?.registerMetric !== 'function' || typeof registry.getMetricsAsArray !== 'function')

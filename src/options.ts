@@ -31,6 +31,14 @@ export function closestName(name: string, known: readonly string[]): string | un
   return bestScore <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
 }
 
+/**
+ * The names of an options interface, as the list that catches typos: the compiler wants every
+ * option of `Options` named here and nothing else, so a new option cannot be left out of it.
+ */
+export function optionNames<Options extends object>(names: { readonly [Name in keyof Required<Options>]: true }): readonly string[] {
+  return Object.keys(names);
+}
+
 /** Records a TypeError for every option name that is not known, each with a suggestion. */
 export function rejectUnknownOptions(factory: string, options: object, known: readonly string[], problems?: OptionProblems): void {
   const own = problems ?? new OptionProblems();

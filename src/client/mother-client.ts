@@ -1,7 +1,7 @@
 // The mother API client: both contract operations, signed, hardened, skew-corrected.
 import { createHash, createHmac } from 'node:crypto';
 import { inspect } from 'node:util';
-import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { assertApiKey, assertApiSecret } from '../signing.js';
 import { SkewClock } from './clock.js';
@@ -58,7 +58,16 @@ export interface MotherClient {
   localMac(purpose: string, data: string): string;
 }
 
-const KNOWN = ['baseUrl', 'apiKey', 'apiSecret', 'timeoutMs', 'maxResponseBytes', 'allowInsecureHttp', 'fetch', 'now'] as const;
+const KNOWN = optionNames<MotherClientOptions>({
+  baseUrl: true,
+  apiKey: true,
+  apiSecret: true,
+  timeoutMs: true,
+  maxResponseBytes: true,
+  allowInsecureHttp: true,
+  fetch: true,
+  now: true,
+});
 
 /** A stable id for the panel of `apiKey` at this mother, safe to log and show (not the key). */
 export function panelIdOf(baseUrl: string, apiKey: string): string {

@@ -4,7 +4,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import type { LicenseGuard } from '../guard/guard-api.js';
 import { type GuardInstruments, TELEMETRY } from '../guard/telemetry.js';
-import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
 import { OUTBOX_TELEMETRY, type OutboxTelemetry } from '../outbox/events.js';
 import type { ReleaseOutbox } from '../outbox/outbox.js';
 import { ConsoleActivity } from './activity.js';
@@ -51,7 +51,7 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', 'Pass { guard, outbox, authorize: (req) => req.user?.isAdmin === true }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('licenseConsole', options, ['guard', 'outbox', 'authorize', 'hosts'], problems);
+  rejectUnknownOptions('licenseConsole', options, optionNames<LicenseConsoleOptions>({ guard: true, outbox: true, authorize: true, hosts: true }), problems);
   const hosts = options.hosts;
   if (
     hosts !== undefined &&

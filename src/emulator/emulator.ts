@@ -2,7 +2,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
-import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
+import { OptionProblems, optionError, optionNames, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { verifySignature } from '../signing.js';
 import { mountAdminRoutes } from './admin.js';
 import { appliesDelay, applyFailureFault, sendJson } from './faults.js';
@@ -46,7 +46,7 @@ export interface MotherEmulator {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const KNOWN = ['panels', 'windowSeconds', 'port', 'host', 'basePath', 'admin', 'now'] as const;
+const KNOWN = optionNames<MotherEmulatorOptions>({ panels: true, windowSeconds: true, port: true, host: true, basePath: true, admin: true, now: true });
 const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 export async function createMotherEmulator(options: MotherEmulatorOptions): Promise<MotherEmulator> {

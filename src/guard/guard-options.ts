@@ -2,7 +2,7 @@
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
 import { describeError, isolateLogger, type Logger } from '../logger.js';
-import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
 import { type AllowRule, createAllowMatcher } from '../serve/allow-list.js';
 import { type DomainsMode, resolveDomainPolicy } from '../serve/licensed-domains.js';
 import { type PublicMessageInput, publicMessageFrom, supportContactFrom } from '../serve/public-message.js';
@@ -132,40 +132,40 @@ export interface GuardConfig extends ServeConfig {
   telemetry: GuardTelemetry;
 }
 
-const KNOWN = [
-  'baseUrl',
-  'apiKey',
-  'apiSecret',
-  'client',
-  'schedule',
-  'jitterMs',
-  'gracePeriodMs',
-  'retryBaseMs',
-  'retryMaxMs',
-  'startupTimeoutMs',
-  'stateFile',
-  'store',
-  'syncIntervalMs',
-  'lockStatus',
-  'retryAfterSeconds',
-  'lockView',
-  'apiPrefix',
-  'allow',
-  'defaultName',
-  'defaultColor',
-  'timeoutMs',
-  'allowInsecureHttp',
-  'fetch',
-  'now',
-  'random',
-  'logger',
-  'publicMessage',
-  'supportContact',
-  'domains',
-  'subdomainBase',
-  'allowHosts',
-  'panels',
-] as const;
+const KNOWN = optionNames<LicenseGuardOptions>({
+  baseUrl: true,
+  apiKey: true,
+  apiSecret: true,
+  client: true,
+  schedule: true,
+  jitterMs: true,
+  gracePeriodMs: true,
+  retryBaseMs: true,
+  retryMaxMs: true,
+  startupTimeoutMs: true,
+  stateFile: true,
+  store: true,
+  syncIntervalMs: true,
+  lockStatus: true,
+  retryAfterSeconds: true,
+  lockView: true,
+  apiPrefix: true,
+  allow: true,
+  defaultName: true,
+  defaultColor: true,
+  timeoutMs: true,
+  allowInsecureHttp: true,
+  fetch: true,
+  now: true,
+  random: true,
+  logger: true,
+  publicMessage: true,
+  supportContact: true,
+  domains: true,
+  subdomainBase: true,
+  allowHosts: true,
+  panels: true,
+});
 
 function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
   if (options.client !== undefined) {

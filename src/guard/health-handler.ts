@@ -2,7 +2,7 @@
 // not depend on the request's host or on any panel's license: a locked panel is this instance
 // doing its job. 200 while the guard runs, 503 once it is closed (drain this instance).
 import type { RequestHandler } from 'express';
-import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
 import type { ReleaseOutbox } from '../outbox/outbox.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { sendJson } from './status-handler.js';
@@ -31,7 +31,7 @@ export interface HealthSource {
 export function createHealthHandler(source: HealthSource, options: HealthHandlerOptions = {}): RequestHandler {
   if (typeof options !== 'object' || options === null) throw optionError('healthHandler(options)', 'must be an object', 'Pass { outbox }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('healthHandler', options, ['outbox'], problems);
+  rejectUnknownOptions('healthHandler', options, optionNames<HealthHandlerOptions>({ outbox: true }), problems);
   if (options.outbox !== undefined && typeof options.outbox?.stats !== 'function')
     problems.add(optionError('outbox', 'is not an outbox', 'Pass the value createReleaseOutbox() returned.'));
   problems.throwIfAny('healthHandler');

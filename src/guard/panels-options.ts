@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { createEndpointCache } from '../client/endpoints.js';
 import { createMotherClient, type MotherClient, type MotherClientOptions } from '../client/mother-client.js';
-import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
+import { type OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, timerMs } from '../options.js';
 import { validatePanelId } from '../panel-id.js';
 import type { PanelCredentials } from './host-resolver.js';
 
@@ -55,18 +55,18 @@ export interface ResolvedPanels {
   runtimeKeyOf: (credentials: PanelCredentials) => string;
 }
 
-const KEYS = [
-  'resolve',
-  'max',
-  'idleMs',
-  'resolveTtlMs',
-  'unknownTtlMs',
-  'resolveTimeoutMs',
-  'checkIntervalMs',
-  'resolvePerSecond',
-  'resolveBurst',
-  'resolveConcurrency',
-];
+const KEYS = optionNames<PanelsOptions>({
+  resolve: true,
+  max: true,
+  idleMs: true,
+  resolveTtlMs: true,
+  unknownTtlMs: true,
+  resolveTimeoutMs: true,
+  checkIntervalMs: true,
+  resolvePerSecond: true,
+  resolveBurst: true,
+  resolveConcurrency: true,
+});
 /** Options that name one panel, or schedule one: meaningless with `panels`. */
 const SINGLE_PANEL = ['apiKey', 'apiSecret', 'client', 'stateFile', 'syncIntervalMs', 'schedule'] as const;
 const HINTS: Partial<Record<(typeof SINGLE_PANEL)[number], string>> = {

@@ -1,7 +1,7 @@
 // guard.statusHandler(): the guard's status as JSON for health checks and operator pages —
 // 200 while the panel serves (active, grace), 503 while it does not (locked, pending).
 import type { Request, RequestHandler, Response } from 'express';
-import { OptionProblems, optionError, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
 import type { OutboxStats, ReleaseOutbox } from '../outbox/outbox.js';
 import type { LicenseStatus } from './license-status.js';
 
@@ -25,7 +25,7 @@ export type StatusBody = Omit<LicenseStatus, 'reason'> & {
 export function createStatusHandler(statusOf: (req: Request) => LicenseStatus | undefined, options: StatusHandlerOptions = {}): RequestHandler {
   if (typeof options !== 'object' || options === null) throw optionError('statusHandler(options)', 'must be an object', 'Pass { outbox, reason }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('statusHandler', options, ['outbox', 'reason'], problems);
+  rejectUnknownOptions('statusHandler', options, optionNames<StatusHandlerOptions>({ outbox: true, reason: true }), problems);
   if (options.outbox !== undefined && typeof options.outbox?.stats !== 'function')
     problems.add(optionError('outbox', 'is not an outbox', 'Pass the value createReleaseOutbox() returned.'));
   if (options.reason !== undefined && typeof options.reason !== 'boolean') problems.add(optionError('reason', 'must be true or false', 'Pass reason: true.'));

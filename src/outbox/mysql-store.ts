@@ -1,6 +1,6 @@
 // The outbox store on MySQL 8 / MariaDB 10.6+: shared by any number of hosts, claims with FOR
 // UPDATE SKIP LOCKED, and enqueue inside the caller's own transaction (the transactional outbox).
-import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions, shown } from '../options.js';
 import { onCallerTransaction } from './caller-transaction.js';
 import { createMysqlClaims } from './mysql-claims.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
@@ -54,7 +54,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', "Pass { pool: mysql.createPool(...) } from 'mysql2/promise'.");
   const problems = new OptionProblems();
-  rejectUnknownOptions('mysqlOutboxStore', options, ['pool', 'database', 'table', 'leaseClock'], problems);
+  rejectUnknownOptions(
+    'mysqlOutboxStore',
+    options,
+    optionNames<MysqlOutboxStoreOptions>({ pool: true, database: true, table: true, leaseClock: true }),
+    problems,
+  );
   const leaseClock = options.leaseClock ?? 'database';
   if (leaseClock !== 'database' && leaseClock !== 'outbox')
     problems.add(optionError('leaseClock', `must be 'database' or 'outbox', received ${shown(leaseClock)}`, "Leave it out to use the database's clock."));

@@ -3,7 +3,7 @@ export type { ReleaseSender } from './release-sender.js';
 
 import type { FetchLike } from '../client/http.js';
 import { isolateLogger, type StructuredLogger } from '../logger.js';
-import { OptionProblems, optionalFunction, optionError, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
+import { OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
 import type { OutboxPanelCredentials } from './panel-senders.js';
 import { type PanelsSource, resolvePanelsSource } from './panels-options.js';
@@ -108,27 +108,27 @@ export interface ResolvedOutboxConfig {
   retention: ResolvedRetention | false;
 }
 
-const KNOWN = [
-  'client',
-  'panels',
-  'baseUrl',
-  'timeoutMs',
-  'allowInsecureHttp',
-  'fetch',
-  'file',
-  'store',
-  'concurrency',
-  'baseDelayMs',
-  'maxDelayMs',
-  'authRetryDelayMs',
-  'leaseMs',
-  'pollIntervalMs',
-  'now',
-  'random',
-  'autoStart',
-  'logger',
-  'retention',
-] as const;
+const KNOWN = optionNames<ReleaseOutboxOptions>({
+  client: true,
+  panels: true,
+  baseUrl: true,
+  timeoutMs: true,
+  allowInsecureHttp: true,
+  fetch: true,
+  file: true,
+  store: true,
+  concurrency: true,
+  baseDelayMs: true,
+  maxDelayMs: true,
+  authRetryDelayMs: true,
+  leaseMs: true,
+  pollIntervalMs: true,
+  now: true,
+  random: true,
+  autoStart: true,
+  logger: true,
+  retention: true,
+});
 
 /** Time a lease must leave after the longest push, to record its outcome (SQLite's busy timeout). */
 export const LEASE_MARGIN_MS = 5000;

@@ -1,12 +1,14 @@
 // Options of the outbox's panels: one `client`, or many panels through `panels.resolve` — validated, resolved.
+
 import { createMotherClient, type MotherClientOptions } from '../client/mother-client.js';
-import { type OptionProblems, optionalFunction, optionError, positiveInteger, timerMs } from '../options.js';
+import { type OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, timerMs } from '../options.js';
 import { validatePanelId } from '../panel-id.js';
+import type { OutboxPanelsOptions } from './options.js';
 import type { PanelSendersOptions } from './panel-senders.js';
 import type { ReleaseSender } from './release-sender.js';
 import { UNASSIGNED_PANEL } from './store.js';
 
-const PANELS_KEYS = ['resolve', 'resolveTtlMs', 'resolveTimeoutMs', 'unresolvedRetryMs', 'max'];
+const PANELS_KEYS = optionNames<OutboxPanelsOptions>({ resolve: true, resolveTtlMs: true, resolveTimeoutMs: true, unresolvedRetryMs: true, max: true });
 /** Options that configure the panels' clients: only meaningful with `panels` (a `client` has its own). */
 const CLIENT_OPTIONS = ['baseUrl', 'timeoutMs', 'allowInsecureHttp', 'fetch'] as const;
 /** Your id of a panel, as `enqueue(release, { panel })` takes it. */

@@ -1,6 +1,6 @@
 // The outbox store on PostgreSQL: shared by any number of hosts, claims with FOR UPDATE SKIP LOCKED,
 // and enqueue inside the caller's own transaction (the transactional outbox).
-import { OptionProblems, optionError, rejectUnknownOptions, shown } from '../options.js';
+import { OptionProblems, optionError, optionNames, rejectUnknownOptions, shown } from '../options.js';
 import { onCallerTransaction } from './caller-transaction.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
 import { databaseFailure } from './postgres-errors.js';
@@ -56,7 +56,12 @@ export interface PostgresOutboxStore extends OutboxStore {
 export function postgresOutboxStore(options: PostgresOutboxStoreOptions): PostgresOutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { pool: new pg.Pool(...) }.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('postgresOutboxStore', options, ['pool', 'schema', 'table', 'leaseClock'], problems);
+  rejectUnknownOptions(
+    'postgresOutboxStore',
+    options,
+    optionNames<PostgresOutboxStoreOptions>({ pool: true, schema: true, table: true, leaseClock: true }),
+    problems,
+  );
   const leaseClock = options.leaseClock ?? 'database';
   if (leaseClock !== 'database' && leaseClock !== 'outbox')
     problems.add(optionError('leaseClock', `must be 'database' or 'outbox', received ${shown(leaseClock)}`, "Leave it out to use the database's clock."));

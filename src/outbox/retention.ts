@@ -1,7 +1,7 @@
 // Retention: old delivered and dead rows are deleted in small batches in the background, keeping
 // the latest delivery of every track so an identical re-upload is still recognised.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type OptionProblems, optionError, positiveInteger, shown, timerMs } from '../options.js';
+import { type OptionProblems, optionError, optionNames, positiveInteger, shown, timerMs } from '../options.js';
 import type { OutboxEmitter } from './events.js';
 import type { OutboxStore } from './store.js';
 import { createTroubleReporter } from './trouble.js';
@@ -38,7 +38,7 @@ export interface ResolvedRetention {
 
 export const DEFAULT_RETENTION: ResolvedRetention = { deliveredMs: 30 * DAY_MS, deadMs: 90 * DAY_MS, intervalMs: 60 * 60_000, batchSize: 500 };
 
-const RETENTION_KEYS = ['deliveredMs', 'deadMs', 'intervalMs', 'batchSize'];
+const RETENTION_KEYS = optionNames<RetentionOptions>({ deliveredMs: true, deadMs: true, intervalMs: true, batchSize: true });
 
 function ageMs(option: string, value: unknown, fallback: number): number {
   if (value === Number.POSITIVE_INFINITY) return value;

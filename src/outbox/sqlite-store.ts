@@ -1,5 +1,5 @@
 // The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions.
-import { optionError, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
+import { optionError, optionNames, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
 import { ADOPTION_SUPERSEDED, enqueueResult, needsNewestDead, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
@@ -38,7 +38,7 @@ export interface SqliteOutboxStoreOptions {
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
 export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { file: "./data/outbox.db" }.');
-  rejectUnknownOptions('createSqliteOutboxStore', options, ['file', 'busyTimeoutMs', 'readonly']);
+  rejectUnknownOptions('createSqliteOutboxStore', options, optionNames<SqliteOutboxStoreOptions>({ file: true, busyTimeoutMs: true, readonly: true }));
   const { file } = options;
   if (typeof file !== 'string' || file.trim() === '') throw optionError('file', 'must be a non-empty path', 'Pass a path such as "./data/outbox.db".');
   const busyTimeoutMs = positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000);

@@ -1,6 +1,6 @@
 // redisLicenseStore(): the LicenseStore of cluster mode on a Redis client the host app owns
 // (node-redis 5 or ioredis, one server or a Redis Cluster: redis-connection.ts).
-import { OptionProblems, optionError, positiveInteger, rejectUnknownOptions } from '../options.js';
+import { OptionProblems, optionError, optionNames, positiveInteger, rejectUnknownOptions } from '../options.js';
 import type { LicenseStore } from './license-store.js';
 import { ACCEPTED_CLIENTS, type RedisClient, type RedisConnection, type RedisSubscriber, redisConnection } from './redis-connection.js';
 
@@ -37,7 +37,7 @@ export function redisLicenseStore(options: RedisLicenseStoreOptions): LicenseSto
   if (typeof options !== 'object' || options === null)
     throw optionError('options', 'must be an object', 'Pass { client } with a connected node-redis 5 or ioredis client.');
   const problems = new OptionProblems();
-  rejectUnknownOptions('redisLicenseStore', options, ['client', 'prefix', 'commandTimeoutMs'], problems);
+  rejectUnknownOptions('redisLicenseStore', options, optionNames<RedisLicenseStoreOptions>({ client: true, prefix: true, commandTimeoutMs: true }), problems);
   const connection = redisConnection(options.client);
   if (!connection) problems.add(optionError('client', 'is not a Redis client this store can use', ACCEPTED_CLIENTS));
   // ioredis prefixes the keys of commands but not the channels of SUBSCRIBE: changes published
