@@ -358,12 +358,39 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.settle(dead, A, { kind: 'dead', error: 'Missing release title.' }, T0 + 1)).toBe('applied');
       const rows = await store.list({ state: undefined, limit: 10 });
       expect(rows.map((r) => [r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
-        ['delivered', 1, 5, undefined, undefined],
+        // A delivered or dead row keeps who recorded it (the next test says why); a pending one has no lease.
+        ['delivered', 1, 5, undefined, A],
         ['pending', 1, undefined, 'HTTP 503', undefined],
-        ['dead', 1, undefined, 'Missing release title.', undefined],
+        ['dead', 1, undefined, 'Missing release title.', A],
       ]);
       expect(rows[1]?.nextAttemptAt).toBe(T0 + 500);
       expect(rows[0]?.deliveredAt).toBe(T0 + 1);
+    });
+
+    it('answers applied when the same worker records the same outcome again (its answer lost after the commit), and stale to any other', async () => {
+      const store = make();
+      for (const title of ['ok', 'dead']) await store.enqueue(row(title), T0);
+      const [ok, dead] = (await claim(store)) as [ClaimedRow, ClaimedRow];
+      const delivered = { kind: 'delivered', releaseId: 5 } as const;
+      const refused = { kind: 'dead', error: 'Missing release title.' } as const;
+      expect(await store.settle(ok, A, delivered, T0 + 1)).toBe('applied');
+      expect(await store.settle(dead, A, refused, T0 + 1)).toBe('applied');
+      const recorded = await store.list({ state: undefined, limit: 10 });
+      // Recorded again, by the same worker, with the same outcome: its worker still owes the event.
+      expect(await store.settle(ok, A, delivered, T0 + 2)).toBe('applied');
+      expect(await store.settle(dead, A, refused, T0 + 2)).toBe('applied');
+      expect(await store.settleMany?.([{ claim: ok, outcome: delivered, nowMs: T0 + 3 }], A)).toEqual(['applied']);
+      // Anyone else's, or another outcome, is not that record.
+      expect(await store.settle(ok, B, delivered, T0 + 2)).toBe('stale');
+      expect(await store.settle(ok, A, { kind: 'delivered', releaseId: 6 }, T0 + 2)).toBe('stale');
+      expect(await store.settle(ok, A, { kind: 'delivered', releaseId: undefined, note: 'unreadable' }, T0 + 2)).toBe('stale');
+      expect(await store.settle({ ...ok, contentHash: 'other' }, A, delivered, T0 + 2)).toBe('stale');
+      expect(await store.settle(ok, A, refused, T0 + 2)).toBe('stale');
+      expect(await store.settle(dead, A, delivered, T0 + 2)).toBe('stale');
+      expect(await store.settle(dead, B, refused, T0 + 2)).toBe('stale');
+      expect(await store.settle(ok, A, { kind: 'retry', nextAttemptAt: T0, error: 'HTTP 503' }, T0 + 2)).toBe('stale');
+      // Nothing written again: the rows are as first recorded.
+      expect(await store.list({ state: undefined, limit: 10 })).toEqual(recorded);
     });
 
     it('ignores a failure reported after the lease was taken over', async () => {
@@ -386,7 +413,7 @@ describe.each(stores)('%s', (_name, create) => {
       const note = 'answered 2xx with a body that is not valid JSON';
       expect(await store.settle(late, A, { kind: 'delivered', releaseId: undefined, note }, T0 + LEASE + 1)).toBe('applied');
       expect(await store.list({ state: undefined, limit: 10 })).toMatchObject([
-        { state: 'delivered', attempts: 1, releaseId: undefined, lastError: note, leaseOwner: undefined, nextAttemptAt: T0, deliveredAt: T0 + LEASE + 1 },
+        { state: 'delivered', attempts: 1, releaseId: undefined, lastError: note, leaseOwner: A, nextAttemptAt: T0, deliveredAt: T0 + LEASE + 1 },
       ]);
       expect(await store.settle(fresh, B, { kind: 'delivered', releaseId: 9 }, T0 + LEASE + 2)).toBe('stale');
     });
@@ -443,9 +470,9 @@ describe.each(stores)('%s', (_name, create) => {
       const rows = await store.list({ state: undefined, limit: 10 });
       expect(rows.map((r) => [JSON.parse(r.body).release.title, r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
         ['slow', 'pending', 0, undefined, undefined, B],
-        ['ok', 'delivered', 1, 5, undefined, undefined],
+        ['ok', 'delivered', 1, 5, undefined, A],
         ['retry', 'pending', 1, undefined, 'HTTP 503', undefined],
-        ['dead', 'dead', 1, undefined, 'Missing release title.', undefined],
+        ['dead', 'dead', 1, undefined, 'Missing release title.', A],
         ['v2', 'pending', 0, undefined, undefined, undefined],
         ['v1', 'delivered', 1, 100, undefined, undefined],
       ]);

@@ -64,17 +64,18 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
       WHERE turn <= ?`,
     // The chosen rows, locked if still due and unleased (another host may have taken one meanwhile). Values: ids, now, now.
     lockChosen: `SELECT ${COLUMNS} FROM ${t} AS candidate WHERE candidate.id IN (?) AND ${dueNow('candidate', now)} FOR UPDATE SKIP LOCKED`,
-    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = ? FOR UPDATE`,
+    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = ? FOR UPDATE`,
     insertDelivered: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'delivered', ?, ?, ?, UUID_SHORT(), ?, ?, ?, ?)`,
-    // The outcome of an attempt; clears the lease. Deliveries are ordered by UUID_SHORT(), which
-    // only grows on a server: the highest of a track is what the mother holds. Values: state,
-    // attempts, next attempt (null: keep; a host time), now, error, release_id, delivered at,
-    // state, now, then the row's conditions.
+    // The outcome of an attempt; ends the lease (a delivered or dead row keeps who recorded it:
+    // rules.ts, RowUpdate). Deliveries are ordered by UUID_SHORT(), which only grows on a server:
+    // the highest of a track is what the mother holds. Values: state, attempts, next attempt
+    // (null: keep; a host time), now, error, release_id, delivered at, state, lease owner, now,
+    // then the row's conditions.
     settle: (conditions: string) => `UPDATE ${t} SET state = ?, attempts = ?,
         next_attempt_at = COALESCE(${onDatabase ? `${DB_NOW_MS} + (? - ?)` : '? + 0 * ?'}, next_attempt_at),
         last_error = ?, release_id = ?, delivered_at = ?, delivered_seq = CASE WHEN ? = 'delivered' THEN UUID_SHORT() ELSE delivered_seq END,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`,
+        lease_owner = ?, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id`,
     // rules.ts, mayRequeue: only the newest row of a track comes back (read under the track's lock).
     newerOfTrack: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND id > ? AND (history_of IS NULL OR history_of <> ?) LIMIT 1`,

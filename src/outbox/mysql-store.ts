@@ -96,15 +96,15 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   }
 
   const updateValues = (update: RowUpdate, nowMs: number, id: number) => {
-    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
+    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt, leaseOwner } = update;
     const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
-    return [state, attempts, next, nowMs, orNull(lastError), orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
+    return [state, attempts, next, nowMs, orNull(lastError), orNull(releaseId), orNull(deliveredAt), state, orNull(leaseOwner), nowMs, id];
   };
 
   /** The common case in one statement: the row is as this worker claimed it. Otherwise under the track's lock. */
   async function settle(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>) {
     const asClaimed = planSettle(
-      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN },
+      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN, releaseId: undefined },
       claim,
       owner,
       outcome,
@@ -123,6 +123,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         contentHash: current.content_hash as string,
         leaseOwner: (current.lease_owner as string | null) ?? undefined,
         nextAttemptAt: Number(current.next_attempt_at),
+        releaseId: num(current.release_id),
       };
       const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
       if (plan.history) {

@@ -165,9 +165,12 @@ export type DeliveryOutcome =
   | { kind: 'dead'; error: string };
 
 /**
- * `applied`: recorded as reported. `superseded`: the payload was replaced while in flight; the
- * row stays pending with the newer payload (a delivered older payload is kept as its own row).
- * `stale`: the row is no longer this worker's (lease taken over, already settled); left alone.
+ * `applied`: recorded as reported, or found already recorded so by the same owner (a delivered
+ * or dead row keeps who recorded it): a settle repeated because its answer was lost after the
+ * commit must not read as `stale`, or its worker would never emit the event it owes.
+ * `superseded`: the payload was replaced while in flight; the row stays pending with the newer
+ * payload (a delivered older payload is kept as its own row). `stale`: the row is no longer this
+ * worker's (lease taken over, settled by another, or with another outcome); left alone.
  */
 export type SettleResult = 'applied' | 'superseded' | 'stale';
 
@@ -191,6 +194,7 @@ export interface StoredRow {
   nextAttemptAt: number;
   lastError: string | undefined;
   releaseId: number | undefined;
+  /** The lease's holder while pending; on a delivered or dead row, the owner that recorded it. */
   leaseOwner: string | undefined;
   leaseExpiresAt: number | undefined;
   createdAt: number;
