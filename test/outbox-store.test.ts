@@ -481,6 +481,31 @@ describe.each(stores)('%s', (_name, create) => {
     });
   });
 
+  describe('when rechecking the rows a worker holds (recheck)', () => {
+    it('answers those replaced or no longer pending since they were claimed, each as it is now, and no other', async () => {
+      const store = make();
+      const recheck = store.recheck?.bind(store);
+      if (!recheck) throw new Error('every built-in store has recheck()');
+      for (const [title, track] of [
+        ['v1', 't1'],
+        ['same', 't2'],
+        ['gone', 't3'],
+      ] as const)
+        await store.enqueue(row(title, track), T0);
+      const [replaced, same, gone] = (await claim(store)) as [ClaimedRow, ClaimedRow, ClaimedRow];
+      expect(await recheck([replaced, same, gone])).toEqual([]);
+      await store.enqueue(row('v2', 't1'), T0);
+      await store.enqueue(row('same', 't2'), T0); // the same content again: unchanged
+      await store.settle(gone, A, { kind: 'delivered', releaseId: 3 }, T0);
+      const changed = await recheck([replaced, same, gone]);
+      expect(changed.sort((a, b) => a.id - b.id)).toEqual([
+        { id: replaced.id, state: 'pending', body: row('v2', 't1').body, contentHash: row('v2', 't1').contentHash },
+        { id: gone.id, state: 'delivered', body: gone.body, contentHash: gone.contentHash },
+      ]);
+      expect(await recheck([])).toEqual([]);
+    });
+  });
+
   describe('when listing and requeueing', () => {
     it('filters by state, honours the limit, and requeues every dead row', async () => {
       const store = make();

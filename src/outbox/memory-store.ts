@@ -163,6 +163,14 @@ export function createMemoryOutboxStore(): OutboxStore {
       return plan.result;
     },
 
+    recheck(held) {
+      return held.flatMap(({ id, contentHash }) => {
+        const row = open().get(id);
+        const unchanged = !row || (row.state === 'pending' && row.contentHash === contentHash);
+        return unchanged ? [] : [{ id, state: row.state, body: row.body, contentHash: row.contentHash }];
+      });
+    },
+
     settleMany(settles, owner) {
       return settles.map(({ claim, outcome, nowMs }) => store.settle(claim, owner, outcome, nowMs) as SettleResult);
     },

@@ -76,6 +76,8 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
         next_attempt_at = COALESCE(${onDatabase ? `${DB_NOW_MS} + (? - ?)` : '? + 0 * ?'}, next_attempt_at),
         last_error = ?, release_id = ?, delivered_at = ?, delivered_seq = CASE WHEN ? = 'delivered' THEN UUID_SHORT() ELSE delivered_seq END,
         lease_owner = ?, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`,
+    // Held rows (ids, then [id, content hash] pairs as claimed) replaced or no longer pending since.
+    recheck: `SELECT id, state, body, content_hash FROM ${t} WHERE id IN (?) AND (state <> 'pending' OR (id, content_hash) NOT IN (?))`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id`,
     // rules.ts, mayRequeue: only the newest row of a track comes back (read under the track's lock).
     newerOfTrack: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND id > ? AND (history_of IS NULL OR history_of <> ?) LIMIT 1`,

@@ -176,6 +176,16 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       }),
     settle,
     settleMany: (settles: readonly SettleRequest[], owner: string) => settleEach(settles, ({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs)),
+    async recheck(held) {
+      if (held.length === 0) return [];
+      const values = [held.map(({ id }) => id), held.map(({ id, contentHash }) => [id, contentHash])];
+      return rowsOf(await query(sql.recheck, values)).map((r) => ({
+        id: Number(r.id),
+        state: r.state as OutboxState,
+        body: r.body as string,
+        contentHash: r.content_hash as string,
+      }));
+    },
     async counts(scope) {
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
       const panel = orNull(scope?.panel);

@@ -70,10 +70,9 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
   /** The host's "now" passed as `hostNow`, on the database's clock. */
   const now = (hostNow: string) => (onDatabase ? DB_NOW_MS : hostNow);
   const nextDelivery = `nextval('${deliveries}')`;
-  // The outcome of an attempt: state, attempts, next attempt (null: keep), error, release_id,
-  // delivered at, now, lease owner. Ends the lease (a delivered or dead row keeps who recorded
-  // it: rules.ts, RowUpdate). Deliveries are ordered by one sequence: the highest of a track is
-  // what the mother holds.
+  // The outcome of an attempt: state, attempts, next attempt (null: keep), error, release_id, delivered
+  // at, now, owner (a delivered or dead row keeps who recorded it: RowUpdate). Ends the lease.
+  // Deliveries are ordered by one sequence: the highest of a track is what the mother holds.
   const settled = (state: string, attempts: string, next: string, error: string, releaseId: string, deliveredAt: string, at: string, owner: string) =>
     `state = ${state}, attempts = ${attempts}, next_attempt_at = COALESCE(${due(next, at)}, next_attempt_at), last_error = ${error}, release_id = ${releaseId},
       delivered_at = ${deliveredAt}, delivered_seq = CASE WHEN ${state} = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
@@ -214,6 +213,9 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       UPDATE ${t} AS target SET ${settled('g_state', 'g_attempts', 'g_next', 'g_error', 'g_release', 'g_delivered_at', 'g_now', 'g_owner')}
       FROM mine JOIN given ON given.g_id = mine.id WHERE target.id = mine.id AND target.state = 'pending' AND target.content_hash = given.g_hash
       RETURNING target.id`,
+    // Held rows ($1 ids, $2 hashes as claimed) replaced or no longer pending since: a key lookup each.
+    recheck: `SELECT held.id, held.state, held.body, held.content_hash FROM unnest($1::bigint[], $2::text[]) AS claimed(id, content_hash)
+      JOIN ${t} AS held ON held.id = claimed.id WHERE held.state <> 'pending' OR held.content_hash <> claimed.content_hash`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
     // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel has stored
     // since (pending or delivered) gives way to that newer content, then every such row becomes the panel's.
@@ -271,6 +273,7 @@ const HOT = [
   'updateIfUnchanged',
   'claim',
   'claimFair',
+  'recheck',
 ] as const;
 export type HotStatements = Record<(typeof HOT)[number], Required<Omit<PgQueryConfig, 'values'>>>;
 

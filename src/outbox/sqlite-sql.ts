@@ -47,6 +47,11 @@ export const SQLITE_OUTBOX_SQL = {
   settleDelivered: `UPDATE release_outbox SET state = 'delivered', attempts = @attempts, last_error = @lastError, release_id = @releaseId,
     delivered_at = @now, delivered_seq = ${NEXT_DELIVERED_SEQ}, lease_owner = @owner, lease_expires_at = NULL, updated_at = @now
     WHERE id = @id AND state = 'pending' AND content_hash = @contentHash`,
+  // Rows a worker holds (@held: a JSON array of [id, content hash]) that are no longer as it
+  // claimed them: their payload replaced, or no longer pending. One rowid lookup each.
+  recheck: `SELECT held.id, held.state, held.body, held.content_hash AS contentHash
+    FROM json_each(@held) AS claimed CROSS JOIN release_outbox AS held ON held.id = json_extract(claimed.value, '$[0]')
+    WHERE held.state <> 'pending' OR held.content_hash <> json_extract(claimed.value, '$[1]')`,
   // Only the newest row of a track comes back (rules.ts, mayRequeue).
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (

@@ -8,6 +8,7 @@ import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read
 import { openOutboxDatabase } from './sqlite-schema.js';
 import { SQLITE_OUTBOX_SQL } from './sqlite-sql.js';
 import {
+  type ChangedRow,
   type ClaimedRow,
   type ClaimRequest,
   type DeliveryOutcome,
@@ -199,6 +200,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     claimFair: (request) => claimFair.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
     settleMany: (settles, owner) => settleMany.immediate(settles, owner),
+    recheck: (held) => statements.recheck.all({ held: JSON.stringify(held.map(({ id, contentHash }) => [id, contentHash])) }) as ChangedRow[],
     ...readers,
     requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
     adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),
