@@ -5,6 +5,7 @@ import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js
 import type { OutboxEmitter } from './events.js';
 import { asError } from './failure.js';
 import { HandOffs } from './hand-offs.js';
+import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
 import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
@@ -70,6 +71,8 @@ export interface DeliveryWorker {
   leaseFor(panel: string): WorkerLease | undefined;
   /** The enqueue given `lease` ended: with the row it inserted leased to this worker, or without. */
   handedOff(lease: WorkerLease, row: ClaimedRow | undefined): void;
+  /** An enqueue of this process (outside a caller's transaction) replaced pending row `id`'s payload. */
+  replaced(id: number): void;
   /** Stops claiming rows; resolves once every push in flight has been recorded. */
   stop(): Promise<void>;
   /** While true, the poll timer keeps the process alive (someone awaits drain()). */
@@ -129,7 +132,16 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     return Math.min(Math.max(MAX_CLAIM_AHEAD, concurrency), Math.max(least, sendable));
   };
   /** Rows claimed ahead, oldest first, with when each claim returned (monotonic ms: a clock step cannot hide a wait). */
-  const ready: { row: ClaimedRow; claimedAt: number }[] = [];
+  const ready = new HeldRows({
+    recheck: store.recheck?.bind(store),
+    // Delivered or refused by another worker while it waited here (held-rows.ts): not ours to send.
+    gone: letGo,
+    checked(error) {
+      if (error === undefined) return kick(false);
+      storeTrouble.report(error);
+      wakeAt(now() + RECHECK_RETRY_MS);
+    },
+  });
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
   /** Rows claimed ahead going back unsent (stop() waits for them). */
@@ -206,13 +218,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const recording = Math.max(concurrency, MIN_RECORDING);
   const openSlots = () => Math.min(concurrency - pushing, concurrency + recording - inFlight.size);
 
-  /** Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. */
+  /**
+   * Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. A
+   * row that waited is first read again (with the others waiting): it may have been replaced.
+   */
   function startReady(): void {
-    while (ready.length > 0 && openSlots() > 0) {
-      const { row, claimedAt } = ready.shift() as (typeof ready)[number];
+    for (let first = ready.first(); first !== undefined && openSlots() > 0; first = ready.first()) {
       // Without claiming ahead a row never waits: it is claimed for a free slot.
-      if (!running || (claimsAhead && performance.now() - claimedAt > maxWaitMs)) handBack(row);
-      else startDelivery(row);
+      const waitedTooLong = !running || (claimsAhead && performance.now() - first.claimedAt > maxWaitMs);
+      if (!waitedTooLong && !ready.current(first)) return;
+      ready.shift();
+      if (waitedTooLong) handBack(first.row);
+      else startDelivery(first.row);
     }
   }
 
@@ -249,6 +266,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       const newsBefore = handOffs.claiming();
       // A back-off or a probe (one row) limits the claim: it says nothing of a backlog.
       const unheld = holds.size === 0;
+      const seenAt = performance.now();
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
         claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
@@ -268,7 +286,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       for (const row of fresh) {
         sending.add(row.id);
         holds.claimed(row.panel);
-        ready.push({ row, claimedAt });
+        ready.push(row, claimedAt, seenAt);
       }
       startReady();
       handOffs.claimed(newsBefore, claimsAhead && unheld && batch.length < limit && !claimed.more);
@@ -402,6 +420,10 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       handOffs.leased();
       return { owner, leaseMs: config.leaseMs, since: performance.now() };
     },
+    replaced(id) {
+      // A row claimed or handed off meanwhile may bring the content it had before.
+      if (ready.has(id) || claiming.size > 0 || handOffs.outstanding > 0) ready.replaced();
+    },
     handedOff(lease, row) {
       // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
       const taken = row !== undefined && !sending.has(row.id);
@@ -409,7 +431,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         sending.add(row.id);
         holds.claimed(row.panel);
         // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
-        if (running) ready.push({ row, claimedAt: lease.since });
+        if (running) ready.push(row, lease.since);
         else handBack(row);
       }
       handOffs.answered(taken);
@@ -423,7 +445,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
       await handOffs.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
-      for (const { row } of ready.splice(0)) handBack(row);
+      for (const { row } of ready.takeAll()) handBack(row);
       while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
     },
     setKeepAlive(on) {
