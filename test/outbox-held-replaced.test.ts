@@ -90,4 +90,53 @@ describe.each(STORE_KINDS)('the outbox on the %s store, with every slot busy', (
     expect(gate.bodies.filter((body) => trackOf(body) === 't-4').map(titleOf)).toEqual(['Track 4 v2']);
     expect(gate.bodies).toHaveLength(6);
   });
+
+  it('lets go, unsent, a release claimed ahead that another worker recorded meanwhile', async () => {
+    const test = create();
+    const { gate, outbox, delivered } = busyOutbox(test, { autoStart: false });
+    opened.push({ outboxes: [outbox], test });
+    const ids: number[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` })).id);
+    outbox.start();
+    await waitFor(() => gate.active() === 2, 'both slots busy');
+    await waitFor(async () => (await leaseOf(test.store, ids[4] as number)) !== undefined, 't-4 claimed ahead');
+    const [held] = await test.store.list({ state: 'pending', id: ids[4], limit: 1 });
+    const claim = { ...(held as NonNullable<typeof held>), attempts: 0 };
+    // Another worker's late answer (its lease had run out): the mother has it already.
+    expect(await test.store.settle(claim, 'another-worker', { kind: 'delivered', releaseId: 99 }, Date.now())).toBe('applied');
+    await sleep(FRESH_MS * 3);
+    gate.open();
+    await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    expect(gate.bodies.map(trackOf).sort()).toEqual(['t-0', 't-1', 't-2', 't-3', 't-5']);
+    expect(delivered.map((event) => event.id)).not.toContain(ids[4]);
+  });
+});
+
+describe('the outbox, when reading its waiting rows again fails', () => {
+  it('says so, keeps them waiting rather than send what may be outdated, and sends each once the store answers', async () => {
+    const [, create] = STORE_KINDS[0] as (typeof STORE_KINDS)[number];
+    const test = create();
+    const recheck = test.store.recheck?.bind(test.store);
+    if (!recheck) throw new Error('every built-in store has recheck()');
+    let failures = 0;
+    const failing: OutboxStore = Object.assign(Object.create(test.store) as OutboxStore, {
+      async recheck(...args: Parameters<typeof recheck>) {
+        if (failures++ === 0) throw new Error('database unreachable');
+        return recheck(...args);
+      },
+    });
+    const { gate, outbox } = busyOutbox({ ...test, store: failing }, { autoStart: false });
+    opened.push({ outboxes: [outbox], test });
+    const errors: string[] = [];
+    outbox.on('error', (event) => errors.push(event.error.message));
+    for (let i = 0; i < 6; i++) await outbox.enqueue({ title: `Track ${i}`, remote_track_id: `t-${i}` });
+    outbox.start();
+    await waitFor(() => gate.active() === 2, 'both slots busy');
+    await sleep(FRESH_MS * 3);
+    gate.open();
+    await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    expect(errors).toEqual(['database unreachable']);
+    expect(failures).toBeGreaterThan(1);
+    expect(gate.bodies.map(trackOf).sort()).toEqual(['t-0', 't-1', 't-2', 't-3', 't-4', 't-5']);
+  });
 });

@@ -42,7 +42,8 @@ export class HeldRows {
   private queue: Waiting[] = [];
   /** When this process last replaced the payload of a row that may be waiting here (monotonic ms). */
   private replacedAt = Number.NEGATIVE_INFINITY;
-  private checking = false;
+  /** The recheck under way, if any. */
+  private checking: Promise<void> | undefined;
   private retryAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly hooks: HeldRowsHooks) {}
@@ -85,8 +86,18 @@ export class HeldRows {
     const at = performance.now();
     const age = at - waiting.seenAt;
     const fresh = waiting.seenAt >= this.replacedAt && age <= FRESH_MS;
-    if (!this.checking && at >= this.retryAt && (!fresh || age > FRESH_MS - READ_AHEAD_MS)) void this.check(recheck, at);
+    if (this.checking === undefined && at >= this.retryAt && (!fresh || age > FRESH_MS - READ_AHEAD_MS)) {
+      this.checking = this.check(recheck, at).then((failure) => {
+        this.checking = undefined;
+        this.hooks.checked(failure);
+      });
+    }
     return fresh;
+  }
+
+  /** Resolves once no recheck is under way (the worker stops: its store may be closed next). */
+  async settled(): Promise<void> {
+    await this.checking;
   }
 
   /** Takes the first row out (to send it, or to hand it back). */
@@ -99,10 +110,9 @@ export class HeldRows {
     return this.queue.splice(0);
   }
 
-  private async check(recheck: NonNullable<OutboxStore['recheck']>, startedAt: number): Promise<void> {
-    this.checking = true;
+  /** Reads the waiting rows again and applies what changed; resolves with the error, if it failed. */
+  private async check(recheck: NonNullable<OutboxStore['recheck']>, startedAt: number): Promise<unknown> {
     const read = [...this.queue];
-    let failure: unknown;
     try {
       const changed = new Map((await recheck(read.map(({ row }) => row))).map((row) => [row.id, row]));
       for (const waiting of read) {
@@ -118,11 +128,9 @@ export class HeldRows {
         }
       }
     } catch (error) {
-      failure = error;
       this.retryAt = performance.now() + RECHECK_RETRY_MS;
-    } finally {
-      this.checking = false;
+      return error;
     }
-    this.hooks.checked(failure);
+    return undefined;
   }
 }

@@ -138,6 +138,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     gone: letGo,
     checked(error) {
       if (error === undefined) return kick(false);
+      if (!running) return;
       storeTrouble.report(error);
       wakeAt(now() + RECHECK_RETRY_MS);
     },
@@ -444,6 +445,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
       await handOffs.settled();
+      await ready.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
       for (const { row } of ready.takeAll()) handBack(row);
       while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
