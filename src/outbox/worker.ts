@@ -2,16 +2,19 @@
 // slot that frees up starts its next push at once, without a round trip to the store) and
 // recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
-import type { OutboxEmitter } from './events.js';
 import { asError } from './failure.js';
 import { HandOffs } from './hand-offs.js';
 import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
-import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
+import { LEASE_MARGIN_MS } from './options.js';
+import { tellOutcome } from './outcome-events.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
 import { createSettleBatcher } from './settle-batcher.js';
-import type { ClaimedRow, DeliveryOutcome, EnqueueLease, OutboxStore, SettleResult } from './store.js';
+import type { ClaimedRow, DeliveryOutcome, SettleResult } from './store.js';
 import { createTroubleReporter } from './trouble.js';
+import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
+
+export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contract.js';
 
 /** While claims keep failing, how often the same trouble is reported again. */
 const STORE_TROUBLE_REPEAT_MS = 60_000;
@@ -38,56 +41,6 @@ const MAX_CLAIM_AHEAD = 64;
 const REFILL_BELOW = 1 / 4;
 /** What a row claimed ahead but never sent says when it goes back. */
 const HANDED_BACK = 'not sent: handed back unclaimed (the outbox stopped, or the row waited too long for a free slot); due again at once';
-
-/** The resolved outbox options the worker uses, plus what the outbox wires in. */
-export type WorkerConfig = Pick<
-  ResolvedOutboxConfig,
-  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
-> & {
-  store: OutboxStore;
-  /** Which rows to claim, and whose credentials send each. */
-  routing: PanelRouting;
-  events: OutboxEmitter;
-  /** Lease owner name, unique per outbox instance. */
-  owner: string;
-  /** Called after every recorded attempt and every poll tick; drain() checks the counts there. */
-  onProgress: () => void;
-};
-
-/** A lease given for an enqueue's row; `since`: when it was given (monotonic ms), the start of its wait for a slot. */
-export type WorkerLease = Omit<EnqueueLease, 'taken'> & { since: number };
-
-export interface DeliveryWorker {
-  start(): void;
-  /**
-   * Look for due rows now (after an enqueue or a requeue) instead of at the next poll.
-   * `mayHaveDue` false: nothing new may be due in the store (a row was only handed to this worker).
-   */
-  kick(mayHaveDue?: boolean): void;
-  /**
-   * A lease for the row an enqueue is about to insert, when this worker would take it now (see
-   * EnqueueLease); every lease given must be answered with handedOff().
-   */
-  leaseFor(panel: string): WorkerLease | undefined;
-  /** The enqueue given `lease` ended: with the row it inserted leased to this worker, or without. */
-  handedOff(lease: WorkerLease, row: ClaimedRow | undefined): void;
-  /** An enqueue of this process (outside a caller's transaction) replaced pending row `id`'s payload. */
-  replaced(id: number): void;
-  /** Stops claiming rows; resolves once every push in flight has been recorded. */
-  stop(): Promise<void>;
-  /** While true, the poll timer keeps the process alive (someone awaits drain()). */
-  setKeepAlive(on: boolean): void;
-  isRunning(): boolean;
-  inFlight(): number;
-  /** Rows this worker holds: being sent, recorded, or claimed ahead (each a pending row). */
-  holding(): number;
-  /** Epoch ms until which a single-panel worker holds off after failures, if it does. */
-  pausedUntil(): number | undefined;
-  /** Panels backing off after failures (with `panels`; 0 or 1 for a single panel). */
-  failingPanels(): number;
-  /** Up to `limit` of those panels' ids. */
-  failingPanelIds(limit: number): string[];
-}
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, routing, events, owner, now, concurrency } = config;
@@ -366,7 +319,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
     const durationMs = performance.now() - began;
     if (sentTo.sent) pushMs = pushMs === undefined ? durationMs : pushMs * 0.8 + durationMs * 0.2;
-    const { outcome, error, delayMs, needsHuman } = answered;
+    const { outcome, error } = answered;
     // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
     if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') {
       reportError(error, row);
@@ -381,26 +334,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       return false;
     }
     if (result === 'stale') return false;
-    const { id, panel, remoteTrackId } = row;
-    const attempts = outcome.kind === 'retry' && outcome.notSent === true ? row.attempts : row.attempts + 1;
-    if (outcome.kind === 'delivered') {
-      const unconfirmed = outcome.note;
-      const superseded = result === 'superseded';
-      events.emit('delivered', { id, panel, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded, unconfirmed });
-      return superseded;
-    }
-    const failure = error ?? new Error(outcome.error);
-    if (needsHuman) events.emit('error', { error: failure, id, panel, remoteTrackId });
-    if (outcome.kind === 'dead' && result === 'applied') {
-      events.emit('dead', { id, panel, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
-      return false;
-    }
-    // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
-    const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
-    const retryDelay = outcome.kind === 'retry' ? delayMs : 0;
-    events.emit('retrying', { id, panel, remoteTrackId, attempts, delayMs: retryDelay, nextAttemptAt, error: failure, durationMs });
-    wakeAt(nextAttemptAt);
-    return false;
+    const told = tellOutcome(events, row, answered, result, durationMs, now);
+    if (told.retryAt !== undefined) wakeAt(told.retryAt);
+    return told.dueNow;
   }
 
   function reportError(error: unknown, row: ClaimedRow | undefined): void {
