@@ -83,7 +83,8 @@ export class HeldRows {
    */
   current(waiting: Waiting): boolean {
     const { recheck } = this.hooks;
-    if (recheck === undefined) return true;
+    // A release without remote_track_id is never replaced: each enqueue of one is a row of its own.
+    if (recheck === undefined || waiting.row.remoteTrackId === undefined) return true;
     const at = performance.now();
     const age = at - waiting.seenAt;
     const fresh = waiting.seenAt >= this.replacedAt && age <= FRESH_MS;
@@ -113,7 +114,7 @@ export class HeldRows {
 
   /** Reads the waiting rows again and applies what changed; resolves with the error, if it failed. */
   private async check(recheck: NonNullable<OutboxStore['recheck']>, startedAt: number): Promise<unknown> {
-    const read = [...this.queue];
+    const read = this.queue.filter(({ row }) => row.remoteTrackId !== undefined);
     try {
       const changed = new Map((await recheck(read.map(({ row }) => row))).map((row) => [row.id, row]));
       for (const waiting of read) {
