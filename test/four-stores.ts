@@ -38,8 +38,11 @@ export const SERVERS = {
   mysql: new URL(MYSQL_URL),
 };
 
+/** What leases and due times are reckoned on: `'outbox'` for tests that pass times of their own. */
+type LeaseClock = 'database' | 'outbox';
+
 /** A PostgreSQL store on its own schema, through `url` (a proxy's, say) or straight to the server. */
-export function postgresTestStore(url = DATABASE_URL): TestStore {
+export function postgresTestStore(url = DATABASE_URL, leaseClock: LeaseClock = 'database'): TestStore {
   const pool = new pg.Pool({ connectionString: url, max: 8 });
   // A connection cut by the test must not take the test process with it.
   pool.on('error', () => undefined);
@@ -49,24 +52,26 @@ export function postgresTestStore(url = DATABASE_URL): TestStore {
     await admin.connect();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
   });
-  const store = postgresOutboxStore({ pool, schema });
+  const store = postgresOutboxStore({ pool, schema, leaseClock });
   return { store, close: () => Promise.resolve(store.close()).finally(() => pool.end()) };
 }
 
 /** A MySQL/MariaDB store on its own table, through `url` (a proxy's, say) or straight to the server. */
-export function mysqlTestStore(url = MYSQL_URL): TestStore {
+export function mysqlTestStore(url = MYSQL_URL, leaseClock: LeaseClock = 'database'): TestStore {
   const pool = mysql.createPool({ uri: url, connectionLimit: 8 });
   const table = `test_four_${process.pid}_${++made}`;
   cleanups.push(async () => {
     const admin = await mysql.createConnection({ uri: MYSQL_URL });
     await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`).finally(() => admin.end());
   });
-  const store = mysqlOutboxStore({ pool, table });
+  const store = mysqlOutboxStore({ pool, table, leaseClock });
   return { store, close: () => Promise.resolve(store.close()).finally(() => pool.end()) };
 }
 
 /** The kinds this machine can run (PostgreSQL and MySQL only when their servers answer). */
-export const STORE_KINDS: [StoreKind, () => TestStore][] = [
+type Make = (leaseClock?: LeaseClock) => TestStore;
+
+export const STORE_KINDS: [StoreKind, Make][] = [
   [
     'memory',
     () => {
@@ -81,6 +86,6 @@ export const STORE_KINDS: [StoreKind, () => TestStore][] = [
       return { store, close: async () => store.close() };
     },
   ],
-  ...(havePostgres ? [['PostgreSQL', () => postgresTestStore()] as [StoreKind, () => TestStore]] : []),
-  ...(haveMysql ? [['MySQL', () => mysqlTestStore()] as [StoreKind, () => TestStore]] : []),
+  ...(havePostgres ? [['PostgreSQL', (clock) => postgresTestStore(DATABASE_URL, clock)] as [StoreKind, Make]] : []),
+  ...(haveMysql ? [['MySQL', (clock) => mysqlTestStore(MYSQL_URL, clock)] as [StoreKind, Make]] : []),
 ];

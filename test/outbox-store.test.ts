@@ -358,39 +358,13 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.settle(dead, A, { kind: 'dead', error: 'Missing release title.' }, T0 + 1)).toBe('applied');
       const rows = await store.list({ state: undefined, limit: 10 });
       expect(rows.map((r) => [r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
-        // A delivered or dead row keeps who recorded it (the next test says why); a pending one has no lease.
+        // A delivered or dead row keeps who recorded it (outbox-store-records.test.ts says why); a pending one has no lease.
         ['delivered', 1, 5, undefined, A],
         ['pending', 1, undefined, 'HTTP 503', undefined],
         ['dead', 1, undefined, 'Missing release title.', A],
       ]);
       expect(rows[1]?.nextAttemptAt).toBe(T0 + 500);
       expect(rows[0]?.deliveredAt).toBe(T0 + 1);
-    });
-
-    it('answers applied when the same worker records the same outcome again (its answer lost after the commit), and stale to any other', async () => {
-      const store = make();
-      for (const title of ['ok', 'dead']) await store.enqueue(row(title), T0);
-      const [ok, dead] = (await claim(store)) as [ClaimedRow, ClaimedRow];
-      const delivered = { kind: 'delivered', releaseId: 5 } as const;
-      const refused = { kind: 'dead', error: 'Missing release title.' } as const;
-      expect(await store.settle(ok, A, delivered, T0 + 1)).toBe('applied');
-      expect(await store.settle(dead, A, refused, T0 + 1)).toBe('applied');
-      const recorded = await store.list({ state: undefined, limit: 10 });
-      // Recorded again, by the same worker, with the same outcome: its worker still owes the event.
-      expect(await store.settle(ok, A, delivered, T0 + 2)).toBe('applied');
-      expect(await store.settle(dead, A, refused, T0 + 2)).toBe('applied');
-      expect(await store.settleMany?.([{ claim: ok, outcome: delivered, nowMs: T0 + 3 }], A)).toEqual(['applied']);
-      // Anyone else's, or another outcome, is not that record.
-      expect(await store.settle(ok, B, delivered, T0 + 2)).toBe('stale');
-      expect(await store.settle(ok, A, { kind: 'delivered', releaseId: 6 }, T0 + 2)).toBe('stale');
-      expect(await store.settle(ok, A, { kind: 'delivered', releaseId: undefined, note: 'unreadable' }, T0 + 2)).toBe('stale');
-      expect(await store.settle({ ...ok, contentHash: 'other' }, A, delivered, T0 + 2)).toBe('stale');
-      expect(await store.settle(ok, A, refused, T0 + 2)).toBe('stale');
-      expect(await store.settle(dead, A, delivered, T0 + 2)).toBe('stale');
-      expect(await store.settle(dead, B, refused, T0 + 2)).toBe('stale');
-      expect(await store.settle(ok, A, { kind: 'retry', nextAttemptAt: T0, error: 'HTTP 503' }, T0 + 2)).toBe('stale');
-      // Nothing written again: the rows are as first recorded.
-      expect(await store.list({ state: undefined, limit: 10 })).toEqual(recorded);
     });
 
     it('ignores a failure reported after the lease was taken over', async () => {
@@ -478,31 +452,6 @@ describe.each(stores)('%s', (_name, create) => {
       ]);
       expect(rows[2]?.nextAttemptAt).toBe(at + 500);
       expect(rows[1]?.deliveredAt).toBe(at);
-    });
-  });
-
-  describe('when rechecking the rows a worker holds (recheck)', () => {
-    it('answers those replaced or no longer pending since they were claimed, each as it is now, and no other', async () => {
-      const store = make();
-      const recheck = store.recheck?.bind(store);
-      if (!recheck) throw new Error('every built-in store has recheck()');
-      for (const [title, track] of [
-        ['v1', 't1'],
-        ['same', 't2'],
-        ['gone', 't3'],
-      ] as const)
-        await store.enqueue(row(title, track), T0);
-      const [replaced, same, gone] = (await claim(store)) as [ClaimedRow, ClaimedRow, ClaimedRow];
-      expect(await recheck([replaced, same, gone])).toEqual([]);
-      await store.enqueue(row('v2', 't1'), T0);
-      await store.enqueue(row('same', 't2'), T0); // the same content again: unchanged
-      await store.settle(gone, A, { kind: 'delivered', releaseId: 3 }, T0);
-      const changed = await recheck([replaced, same, gone]);
-      expect(changed.sort((a, b) => a.id - b.id)).toEqual([
-        { id: replaced.id, state: 'pending', body: row('v2', 't1').body, contentHash: row('v2', 't1').contentHash },
-        { id: gone.id, state: 'delivered', body: gone.body, contentHash: gone.contentHash },
-      ]);
-      expect(await recheck([])).toEqual([]);
     });
   });
 
