@@ -84,11 +84,17 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     const sendable = Math.floor((concurrency * maxWaitMs) / 2 / Math.max(pushMs, 0.001));
     return Math.min(Math.max(MAX_CLAIM_AHEAD, concurrency), Math.max(least, sendable));
   };
-  /** Rows claimed ahead, oldest first, with when each claim returned (monotonic ms: a clock step cannot hide a wait). */
+  /**
+   * Rows claimed ahead (or handed off) waiting for a slot, oldest first, read again before they
+   * go when they waited (held-rows.ts); waits are timed on a monotonic clock (a step cannot hide one).
+   */
   const ready = new HeldRows({
     recheck: store.recheck?.bind(store),
-    // Delivered or refused by another worker while it waited here (held-rows.ts): not ours to send.
-    gone: letGo,
+    // Delivered or refused by another worker while it waited here: not ours to send.
+    gone(row) {
+      letGo(row);
+      config.onProgress();
+    },
     checked(error) {
       if (error === undefined) return kick(false);
       if (!running) return;
