@@ -56,6 +56,7 @@ export type { RetentionOptions } from './outbox/retention.js';
 export { PartialSettleError } from './outbox/settle-each.js';
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
+  ChangedRow,
   ClaimedRow,
   ClaimRequest,
   DeliveryOutcome,
@@ -64,6 +65,7 @@ export type {
   EnqueueResult,
   FairClaim,
   FairClaimRequest,
+  HeldRow,
   NewOutboxRow,
   OutboxState,
   OutboxStore,

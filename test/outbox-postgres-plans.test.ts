@@ -77,7 +77,8 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
       );
       const ids = leased.map((row) => Number(row.id));
       const each = <T>(value: T) => ids.map(() => value);
-      const settle = await pagesRead(sql.settleMany, [ids, each('delivered'), each(1), each(null), each(null), each(7), each(2), each(2), each('h'), 'owner']);
+      const outcomes = [each('delivered'), each(1), each(null), each(null), each(7), each(2), each(2), each('owner')];
+      const settle = await pagesRead(sql.settleMany, [ids, ...outcomes, each('h'), 'owner']);
       return { enqueue, claim, fairClaim, settle };
     };
     await store.migrate();

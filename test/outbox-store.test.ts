@@ -399,9 +399,10 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.settle(dead, A, { kind: 'dead', error: 'Missing release title.' }, T0 + 1)).toBe('applied');
       const rows = await store.list({ state: undefined, limit: 10 });
       expect(rows.map((r) => [r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
-        ['delivered', 1, 5, undefined, undefined],
+        // A delivered or dead row keeps who recorded it (outbox-store-records.test.ts says why); a pending one has no lease.
+        ['delivered', 1, 5, undefined, A],
         ['pending', 1, undefined, 'HTTP 503', undefined],
-        ['dead', 1, undefined, 'Missing release title.', undefined],
+        ['dead', 1, undefined, 'Missing release title.', A],
       ]);
       expect(rows[1]?.nextAttemptAt).toBe(T0 + 500);
       expect(rows[0]?.deliveredAt).toBe(T0 + 1);
@@ -427,7 +428,7 @@ describe.each(stores)('%s', (_name, create) => {
       const note = 'answered 2xx with a body that is not valid JSON';
       expect(await store.settle(late, A, { kind: 'delivered', releaseId: undefined, note }, T0 + LEASE + 1)).toBe('applied');
       expect(await store.list({ state: undefined, limit: 10 })).toMatchObject([
-        { state: 'delivered', attempts: 1, releaseId: undefined, lastError: note, leaseOwner: undefined, nextAttemptAt: T0, deliveredAt: T0 + LEASE + 1 },
+        { state: 'delivered', attempts: 1, releaseId: undefined, lastError: note, leaseOwner: A, nextAttemptAt: T0, deliveredAt: T0 + LEASE + 1 },
       ]);
       expect(await store.settle(fresh, B, { kind: 'delivered', releaseId: 9 }, T0 + LEASE + 2)).toBe('stale');
     });
@@ -484,9 +485,9 @@ describe.each(stores)('%s', (_name, create) => {
       const rows = await store.list({ state: undefined, limit: 10 });
       expect(rows.map((r) => [JSON.parse(r.body).release.title, r.state, r.attempts, r.releaseId, r.lastError, r.leaseOwner])).toEqual([
         ['slow', 'pending', 0, undefined, undefined, B],
-        ['ok', 'delivered', 1, 5, undefined, undefined],
+        ['ok', 'delivered', 1, 5, undefined, A],
         ['retry', 'pending', 1, undefined, 'HTTP 503', undefined],
-        ['dead', 'dead', 1, undefined, 'Missing release title.', undefined],
+        ['dead', 'dead', 1, undefined, 'Missing release title.', A],
         ['v2', 'pending', 0, undefined, undefined, undefined],
         ['v1', 'delivered', 1, 100, undefined, undefined],
       ]);

@@ -20,6 +20,9 @@ interface MemoryRow extends StoredRow {
   historyOf: number | undefined;
 }
 
+/** What adoption and requeues clear: no release_id, no delivery, no lease. */
+const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: undefined } as const;
+
 /** Creates a store that keeps rows in a Map. Rows are copied in and out, as a database would. */
 export function createMemoryOutboxStore(): OutboxStore {
   const rows = new Map<number, MemoryRow>();
@@ -64,7 +67,7 @@ export function createMemoryOutboxStore(): OutboxStore {
   }
 
   function apply(row: MemoryRow, update: RowUpdate, nowMs: number): void {
-    Object.assign(row, update, { leaseOwner: undefined, leaseExpiresAt: undefined, updatedAt: nowMs });
+    Object.assign(row, update, { leaseExpiresAt: undefined, updatedAt: nowMs });
     if (update.state === 'delivered') row.deliveredSeq = ++lastDeliveredSeq;
   }
 
@@ -160,6 +163,14 @@ export function createMemoryOutboxStore(): OutboxStore {
       return plan.result;
     },
 
+    recheck(held) {
+      return held.flatMap(({ id, contentHash }) => {
+        const row = open().get(id);
+        const unchanged = !row || (row.state === 'pending' && row.contentHash === contentHash);
+        return unchanged ? [] : [{ id, state: row.state, body: row.body, contentHash: row.contentHash }];
+      });
+    },
+
     settleMany(settles, owner) {
       return settles.map(({ claim, outcome, nowMs }) => store.settle(claim, owner, outcome, nowMs) as SettleResult);
     },
@@ -209,7 +220,7 @@ export function createMemoryOutboxStore(): OutboxStore {
         const taken =
           row.state === 'pending' && row.remoteTrackId !== undefined && rowsOfTrack(panel, row.remoteTrackId).some((other) => other.state === 'pending');
         const { attempts, nextAttemptAt } = row;
-        if (taken) apply(row, { state: 'dead', attempts, nextAttemptAt, lastError: ADOPTION_SUPERSEDED, releaseId: undefined, deliveredAt: undefined }, nowMs);
+        if (taken) apply(row, { ...UNSETTLED, state: 'dead', attempts, nextAttemptAt, lastError: ADOPTION_SUPERSEDED }, nowMs);
         row.panel = panel;
         adopted++;
       }
@@ -220,7 +231,7 @@ export function createMemoryOutboxStore(): OutboxStore {
       let requeued = 0;
       for (const row of open().values()) {
         if (row.state !== 'dead' || (id !== undefined && row.id !== id) || !inScope(row, scope) || !mayRequeue(row, open().values())) continue;
-        apply(row, { state: 'pending', attempts: 0, nextAttemptAt: nowMs, lastError: row.lastError, releaseId: undefined, deliveredAt: undefined }, nowMs);
+        apply(row, { ...UNSETTLED, state: 'pending', attempts: 0, nextAttemptAt: nowMs, lastError: row.lastError }, nowMs);
         requeued++;
       }
       return requeued;

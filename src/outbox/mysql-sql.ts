@@ -17,6 +17,9 @@ export { claimedRow, num, orNull, storedRow } from './postgres-sql.js';
  * all hosts share (a host's own times become delays from it); `'outbox'`: the times the outbox
  * passes, for tests that simulate time. Every statement takes the host's now as its first value.
  */
+/** `(?, ?), (?, ?), …`: a pair of placeholders for each one of `marks` (`?, ?, …`). */
+const pairsOf = (marks: string) => marks.replaceAll('?', '(?, ?)');
+
 export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'database' | 'outbox') {
   const onDatabase = clock === 'database';
   /** The host's now (the first value), on the clock leases are reckoned on. */
@@ -28,7 +31,7 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
   const settleRow = (conditions: string) => `UPDATE ${t} SET state = ?, attempts = ?,
         next_attempt_at = COALESCE(${onDatabase ? `${DB_NOW_MS} + (? - ?)` : '? + 0 * ?'}, next_attempt_at),
         last_error = ?, release_id = ?, delivered_at = ?, delivered_seq = CASE WHEN ? = 'delivered' THEN UUID_SHORT() ELSE delivered_seq END,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`;
+        lease_owner = ?, lease_expires_at = NULL, updated_at = ? WHERE id = ? ${conditions}`;
   const trackInOrder = `(candidate.remote_track_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
         AND older.state = 'pending' AND older.id < candidate.id))`;
@@ -72,16 +75,22 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     lockChosen: withLists(
       (ids) => `SELECT ${COLUMNS} FROM ${t} AS candidate WHERE candidate.id IN (${ids}) AND ${dueNow('candidate', now)} FOR UPDATE SKIP LOCKED`,
     ),
-    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = ? FOR UPDATE`,
+    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = ? FOR UPDATE`,
     insertDelivered: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'delivered', ?, ?, ?, UUID_SHORT(), ?, ?, ?, ?)`,
-    // The outcome of an attempt; clears the lease. Deliveries are ordered by UUID_SHORT(), which
-    // only grows on a server: the highest of a track is what the mother holds. Values: state,
-    // attempts, next attempt (null: keep; a host time), now, error, release_id, delivered at,
-    // state, now, then the row's conditions.
+    // The outcome of an attempt; ends the lease (a delivered or dead row keeps who recorded it:
+    // rules.ts, RowUpdate). Deliveries are ordered by UUID_SHORT(), which only grows on a server:
+    // the highest of a track is what the mother holds. Values: state, attempts, next attempt
+    // (null: keep; a host time), now, error, release_id, delivered at, state, lease owner, now,
+    // then the row's conditions.
     settle: settleRow(''),
     // The same, if the row is still as the worker claimed it. Then: content hash, owner.
     settleAsClaimed: settleRow("AND state = 'pending' AND content_hash = ? AND lease_owner = ?"),
+    // Held rows replaced or no longer pending since they were claimed. Values: the ids, then the
+    // same ids and their content hashes as claimed (a pair list: id, hash, id, hash, …).
+    recheck: withLists(
+      (ids) => `SELECT id, state, body, content_hash FROM ${t} WHERE id IN (${ids}) AND (state <> 'pending' OR (id, content_hash) NOT IN (${pairsOf(ids)}))`,
+    ),
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id`,
     // rules.ts, mayRequeue: only the newest row of a track comes back (read under the track's lock).
     newerOfTrack: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND id > ? AND (history_of IS NULL OR history_of <> ?) LIMIT 1`,

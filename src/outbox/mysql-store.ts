@@ -103,16 +103,16 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   };
 
   const updateValues = (update: RowUpdate, nowMs: number, id: number): MysqlValue[] => {
-    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
+    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt, leaseOwner } = update;
     const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
     const error = lastError === undefined ? null : fitText(lastError, LAST_ERROR_BYTES);
-    return [state, attempts, next, nowMs, error, orNull(releaseId), orNull(deliveredAt), state, nowMs, id];
+    return [state, attempts, next, nowMs, error, orNull(releaseId), orNull(deliveredAt), state, orNull(leaseOwner), nowMs, id];
   };
 
   /** The common case in one statement: the row is as this worker claimed it. Otherwise under the track's lock. */
   async function settle(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>) {
     const asClaimed = planSettle(
-      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN },
+      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN, releaseId: undefined },
       claim,
       owner,
       outcome,
@@ -131,6 +131,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         contentHash: current.content_hash as string,
         leaseOwner: (current.lease_owner as string | null) ?? undefined,
         nextAttemptAt: Number(current.next_attempt_at),
+        releaseId: num(current.release_id),
       };
       const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
       if (plan.history) {
@@ -156,6 +157,21 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     ...claims,
     settle,
     settleMany: (settles: readonly SettleRequest[], owner: string) => settleEach(settles, ({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs)),
+    async recheck(held) {
+      if (held.length === 0) return [];
+      // Padded to a few shapes with copies of the last row (the same answer, few prepared statements).
+      const rows = padded(
+        held.map((_, index) => index),
+        0,
+      ).map((index) => held[index] as (typeof held)[number]);
+      const values = [...rows.map(({ id }) => id), ...rows.flatMap(({ id, contentHash }) => [id, contentHash])];
+      return rowsOf(await query(sql.recheck(rows.length), values)).map((r) => ({
+        id: Number(r.id),
+        state: r.state as OutboxState,
+        body: r.body as string,
+        contentHash: r.content_hash as string,
+      }));
+    },
     async counts(scope) {
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
       const panel = orNull(scope?.panel);

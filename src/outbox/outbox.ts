@@ -229,8 +229,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     }
   }
 
-  /** What an enqueue answers, after kicking the worker when a row waits (`mayHaveDue`: see kick). */
+  /**
+   * What an enqueue answers, after kicking the worker when a row waits (`mayHaveDue`: see kick),
+   * and telling it of a replaced payload (a row it holds must not go out with the older one).
+   */
   const kicked = (result: EnqueueResult, mayHaveDue = true): EnqueueResult => {
+    if (result.deduplicated === 'replaced-pending') worker.replaced(result.id);
     if (result.state === 'pending') worker.kick(mayHaveDue);
     return result;
   };

@@ -1,6 +1,6 @@
 // Settling an attempt on PostgreSQL: one compare-and-set UPDATE in the common case, the track's
 // lock only when a replaced payload adds a history row (or the row keeps changing).
-import { orNull, type PgStoreContext, type Row } from './postgres-sql.js';
+import { num, orNull, type PgStoreContext, type Row } from './postgres-sql.js';
 import { planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
 import { settleEach } from './settle-each.js';
 import type { ClaimedRow, OutboxState, OutboxStore, SettleRequest, SettleResult } from './store.js';
@@ -15,16 +15,24 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
       contentHash: current.content_hash as string,
       leaseOwner: (current.lease_owner as string | null) ?? undefined,
       nextAttemptAt: Number(current.next_attempt_at),
+      releaseId: num(current.release_id),
     };
   const updateValues = (claim: ClaimedRow, update: RowUpdate, nowMs: number) => {
-    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt } = update;
-    return [claim.id, state, attempts, Number.isNaN(nextAttemptAt) ? null : nextAttemptAt, orNull(lastError), orNull(releaseId), orNull(deliveredAt), nowMs];
+    const { state, attempts, nextAttemptAt, lastError, releaseId, deliveredAt, leaseOwner } = update;
+    const next = Number.isNaN(nextAttemptAt) ? null : nextAttemptAt;
+    return [claim.id, state, attempts, next, orNull(lastError), orNull(releaseId), orNull(deliveredAt), nowMs, orNull(leaseOwner)];
   };
 
   // The rules applied to the row as this worker claimed it (still pending, same payload, our
   // lease). `nextAttemptAt` unknown: the rules only carry it over, and the statements keep it then.
   const planAsClaimed = (...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>) =>
-    planSettle({ state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN }, claim, owner, outcome, nowMs);
+    planSettle(
+      { state: 'pending', contentHash: claim.contentHash, leaseOwner: owner, nextAttemptAt: Number.NaN, releaseId: undefined },
+      claim,
+      owner,
+      outcome,
+      nowMs,
+    );
 
   /**
    * The common case in one round trip and no transaction: the row is as this worker claimed it,
@@ -77,8 +85,8 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
     });
     if (quick.length > 1) {
       const rows = quick.map(({ claim, update, nowMs }) => updateValues(claim, update, nowMs));
-      // Column by column: unnest() turns the nine arrays back into rows.
-      const columns = Array.from({ length: 8 }, (_, column) => rows.map((values) => values[column]));
+      // Column by column: unnest() turns the ten arrays back into rows.
+      const columns = Array.from({ length: 9 }, (_, column) => rows.map((values) => values[column]));
       const { rows: applied } = await pool.query(hot.settleMany, [...columns, quick.map(({ claim }) => claim.contentHash), owner]);
       const done = new Set(applied.map((row) => Number(row.id)));
       for (const { index, claim, result } of quick) if (done.has(claim.id)) results[index] = result;

@@ -70,14 +70,14 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
   /** The host's "now" passed as `hostNow`, on the database's clock. */
   const now = (hostNow: string) => (onDatabase ? DB_NOW_MS : hostNow);
   const nextDelivery = `nextval('${deliveries}')`;
-  // The outcome of an attempt: state, attempts, next attempt (null: keep), error, release_id,
-  // delivered at, now. Clears the lease.
+  // The outcome of an attempt: state, attempts, next attempt (null: keep), error, release_id, delivered
+  // at, now, owner (a delivered or dead row keeps who recorded it: RowUpdate). Ends the lease.
   // Deliveries are ordered by one sequence: the highest of a track is what the mother holds.
-  const settled = (state: string, attempts: string, next: string, error: string, releaseId: string, deliveredAt: string, at: string) =>
+  const settled = (state: string, attempts: string, next: string, error: string, releaseId: string, deliveredAt: string, at: string, owner: string) =>
     `state = ${state}, attempts = ${attempts}, next_attempt_at = COALESCE(${due(next, at)}, next_attempt_at), last_error = ${error}, release_id = ${releaseId},
       delivered_at = ${deliveredAt}, delivered_seq = CASE WHEN ${state} = 'delivered' THEN ${nextDelivery} ELSE delivered_seq END,
-      lease_owner = NULL, lease_expires_at = NULL, updated_at = ${at}`;
-  const SETTLED = settled('$2', '$3', '$4', '$5', '$6', '$7', '$8');
+      lease_owner = ${owner}, lease_expires_at = NULL, updated_at = ${at}`;
+  const SETTLED = settled('$2', '$3', '$4', '$5', '$6', '$7', '$8', '$9');
   const TRACK_IN_ORDER = trackInOrder(t);
   return {
     // Settles that add a history row, and requeues, of one track take turns (until their
@@ -185,33 +185,37 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       SELECT claimed.*, chosen.turn, chosen.visit_order, NULL AS visited_panels FROM claimed JOIN chosen USING (id)
       UNION ALL
       SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT array_agg(panel ORDER BY visit_order) FROM visit)`,
-    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1 FOR UPDATE`,
-    peek: `SELECT state, content_hash, lease_owner, next_attempt_at FROM ${t} WHERE id = $1`,
+    snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1 FOR UPDATE`,
+    peek: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1`,
     insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, panel)
       VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5, $8)`,
     update: `UPDATE ${t} SET ${SETTLED} WHERE id = $1`,
     // Compare-and-set: applied only if the row is still as it was read ...
     updateIfUnchanged: `UPDATE ${t} SET ${SETTLED}
-      WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner IS NOT DISTINCT FROM $10 AND next_attempt_at = $11`,
+      WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner IS NOT DISTINCT FROM $11 AND next_attempt_at = $12`,
     // ... or as this worker claimed it (a null $4 keeps next_attempt_at, whatever it is).
-    updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $9 AND lease_owner = $10`,
-    // Many rows' outcomes in one statement, each applied only if its row is as this worker ($10)
+    updateAsClaimed: `UPDATE ${t} SET ${SETTLED} WHERE id = $1 AND state = 'pending' AND content_hash = $10 AND lease_owner = $11`,
+    // Many rows' outcomes in one statement, each applied only if its row is as this worker ($11)
     // claimed it. Rows locked by someone else (a caller's transaction replacing the payload) are
     // skipped, never waited for: the statement can take part in no deadlock, and the caller
     // settles what comes back missing one row at a time. Arrays: $1 id, $2 state, $3 attempts,
-    // $4 next attempt, $5 error, $6 release_id, $7 delivered at, $8 now, $9 content hash.
+    // $4 next attempt, $5 error, $6 release_id, $7 delivered at, $8 now, $9 lease owner after,
+    // $10 content hash.
     // The rows are found by id alone (state is checked on the locked row): given `state =
     // 'pending'` too, on a table without statistics the planner walked the one-pending-row
     // index (every pending row) for each batch, 40 % of the statement's pages with 3,000 pending.
     settleMany: `WITH mine AS (
-        SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND lease_owner = $10
+        SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND lease_owner = $11
         ORDER BY id FOR UPDATE SKIP LOCKED),
       given AS (
-        SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
-          AS g(g_id, g_state, g_attempts, g_next, g_error, g_release, g_delivered_at, g_now, g_hash))
-      UPDATE ${t} AS target SET ${settled('g_state', 'g_attempts', 'g_next', 'g_error', 'g_release', 'g_delivered_at', 'g_now')}
+        SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[])
+          AS g(g_id, g_state, g_attempts, g_next, g_error, g_release, g_delivered_at, g_now, g_owner, g_hash))
+      UPDATE ${t} AS target SET ${settled('g_state', 'g_attempts', 'g_next', 'g_error', 'g_release', 'g_delivered_at', 'g_now', 'g_owner')}
       FROM mine JOIN given ON given.g_id = mine.id WHERE target.id = mine.id AND target.state = 'pending' AND target.content_hash = given.g_hash
       RETURNING target.id`,
+    // Held rows ($1 ids, $2 hashes as claimed) replaced or no longer pending since: a key lookup each.
+    recheck: `SELECT held.id, held.state, held.body, held.content_hash FROM unnest($1::bigint[], $2::text[]) AS claimed(id, content_hash)
+      JOIN ${t} AS held ON held.id = claimed.id WHERE held.state <> 'pending' OR held.content_hash <> claimed.content_hash`,
     deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR panel = $2) ORDER BY id`,
     // Adoption of rows stored before v4 ('' panel): a pending one whose track the panel has stored
     // since (pending or delivered) gives way to that newer content, then every such row becomes the panel's.
@@ -269,6 +273,7 @@ const HOT = [
   'updateIfUnchanged',
   'claim',
   'claimFair',
+  'recheck',
 ] as const;
 export type HotStatements = Record<(typeof HOT)[number], Required<Omit<PgQueryConfig, 'values'>>>;
 

@@ -177,6 +177,11 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     settle,
     settleMany,
+    async recheck(held) {
+      await ready();
+      const { rows } = await pool.query(hot.recheck, [held.map(({ id }) => id), held.map(({ contentHash }) => contentHash)]);
+      return rows.map((r) => ({ id: Number(r.id), state: r.state as OutboxState, body: r.body as string, contentHash: r.content_hash as string }));
+    },
     async counts(scope) {
       const read = await reading();
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };

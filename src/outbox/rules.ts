@@ -74,11 +74,16 @@ export function enqueueResult(plan: EnqueuePlan, insertedId: number | undefined)
 export interface RowSnapshot {
   state: OutboxState;
   contentHash: string;
+  /** The lease's holder while pending; on a delivered or dead row, who recorded it (RowUpdate). */
   leaseOwner: string | undefined;
   nextAttemptAt: number;
+  releaseId: number | undefined;
 }
 
-/** New values of a row's mutable fields. Applying an update always clears the lease. */
+/**
+ * New values of a row's mutable fields. Applying an update always ends the lease (its expiry
+ * cleared); `leaseOwner` is what `lease_owner` becomes.
+ */
 export interface RowUpdate {
   state: OutboxState;
   attempts: number;
@@ -86,6 +91,12 @@ export interface RowUpdate {
   lastError: string | undefined;
   releaseId: number | undefined;
   deliveredAt: number | undefined;
+  /**
+   * Undefined for a pending row. A delivered or dead row keeps the owner that recorded it: the
+   * same owner recording the same outcome again (a settle retried because its answer was lost
+   * after the commit) is then told 'applied', not 'stale', and its worker emits the event it owes.
+   */
+  leaseOwner: string | undefined;
 }
 
 /** A delivered payload that is no longer the row's payload, kept so de-duplication knows it. */
@@ -103,6 +114,19 @@ export interface SettlePlan {
 }
 
 const STALE: SettlePlan = { result: 'stale', update: undefined, history: undefined };
+/** The outcome was already recorded so, by this owner: nothing to write. */
+const RECORDED: SettlePlan = { result: 'applied', update: undefined, history: undefined };
+
+/**
+ * Whether the row already holds this very outcome, recorded by `owner` for the same content: its
+ * earlier settle committed, but the answer was lost. Only that can look so: an owner (one outbox
+ * instance) holds a row once at a time, records again only while it still holds it, and a
+ * delivered row never becomes pending again (a dead one only by a requeue, after its record).
+ */
+function recordedBefore(current: RowSnapshot, claim: ClaimedRow, owner: string, outcome: DeliveryOutcome): boolean {
+  if (current.leaseOwner !== owner || current.contentHash !== claim.contentHash || current.state !== outcome.kind) return false;
+  return outcome.kind !== 'delivered' || current.releaseId === outcome.releaseId;
+}
 
 /**
  * Decides how an attempt's outcome changes its row. The interesting case is a payload replaced
@@ -110,7 +134,8 @@ const STALE: SettlePlan = { result: 'stale', update: undefined, history: undefin
  * must still reach the mother, so the row stays pending rather than taking the older outcome.
  */
 export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): SettlePlan {
-  if (current?.state !== 'pending') return STALE;
+  if (current === undefined) return STALE;
+  if (current.state !== 'pending') return recordedBefore(current, claim, owner, outcome) ? RECORDED : STALE;
   const sameContent = current.contentHash === claim.contentHash;
   const ours = current.leaseOwner === owner;
   const attempts = outcome.kind === 'retry' && outcome.notSent === true ? claim.attempts : claim.attempts + 1;
@@ -121,6 +146,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
     lastError: undefined,
     releaseId: undefined,
     deliveredAt: undefined,
+    leaseOwner: undefined,
   };
 
   if (outcome.kind === 'delivered') {
@@ -133,6 +159,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
         lastError: outcome.note,
         releaseId: outcome.releaseId,
         deliveredAt: nowMs,
+        leaseOwner: owner,
       };
       return { result: 'applied', update, history: undefined };
     }
@@ -149,6 +176,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
       lastError: outcome.error,
       releaseId: undefined,
       deliveredAt: undefined,
+      leaseOwner: undefined,
     };
     return { result: sameContent ? 'applied' : 'superseded', update, history: undefined };
   }
@@ -160,6 +188,7 @@ export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, 
       lastError: outcome.error,
       releaseId: undefined,
       deliveredAt: undefined,
+      leaseOwner: owner,
     };
     return { result: 'applied', update, history: undefined };
   }

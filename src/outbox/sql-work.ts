@@ -22,6 +22,7 @@ export const WORK = {
   claimFair: 'deliver',
   settle: 'deliver',
   settleMany: 'deliver',
+  recheck: 'deliver',
   counts: 'read',
   oldestPending: 'read',
   list: 'read',

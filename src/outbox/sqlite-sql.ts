@@ -35,16 +35,23 @@ export const SQLITE_OUTBOX_SQL = {
   // The next panel with pending rows (a seek on the due index, however many rows a panel has).
   nextPanel: `SELECT panel FROM release_outbox WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT 1`,
   lease: 'UPDATE release_outbox SET lease_owner = @owner, lease_expires_at = @until WHERE id IN (SELECT value FROM json_each(@ids))',
-  snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt FROM release_outbox WHERE id = ?`,
+  snapshot: `SELECT state, content_hash AS contentHash, lease_owner AS leaseOwner, next_attempt_at AS nextAttemptAt, release_id AS releaseId
+    FROM release_outbox WHERE id = ?`,
   update: `UPDATE release_outbox SET state = @state, attempts = @attempts, next_attempt_at = @nextAttemptAt, last_error = @lastError,
     release_id = @releaseId, delivered_at = @deliveredAt,
     delivered_seq = CASE WHEN @state = 'delivered' THEN ${NEXT_DELIVERED_SEQ} ELSE delivered_seq END,
-    lease_owner = NULL, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
+    lease_owner = @leaseOwner, lease_expires_at = NULL, updated_at = @now WHERE id = @id`,
   // The common outcome in one statement, without reading the row first: delivered, and still the
   // pending payload that was claimed (planSettle's 'applied' case; any other row state falls back).
+  // It keeps who recorded it (@owner), as planSettle's update does.
   settleDelivered: `UPDATE release_outbox SET state = 'delivered', attempts = @attempts, last_error = @lastError, release_id = @releaseId,
-    delivered_at = @now, delivered_seq = ${NEXT_DELIVERED_SEQ}, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
+    delivered_at = @now, delivered_seq = ${NEXT_DELIVERED_SEQ}, lease_owner = @owner, lease_expires_at = NULL, updated_at = @now
     WHERE id = @id AND state = 'pending' AND content_hash = @contentHash`,
+  // Rows a worker holds (@held: a JSON array of [id, content hash]) that are no longer as it
+  // claimed them: their payload replaced, or no longer pending. One rowid lookup each.
+  recheck: `SELECT held.id, held.state, held.body, held.content_hash AS contentHash
+    FROM json_each(@held) AS claimed CROSS JOIN release_outbox AS held ON held.id = json_extract(claimed.value, '$[0]')
+    WHERE held.state <> 'pending' OR held.content_hash <> json_extract(claimed.value, '$[1]')`,
   // Only the newest row of a track comes back (rules.ts, mayRequeue).
   requeue: `UPDATE release_outbox SET state = 'pending', attempts = 0, next_attempt_at = @now, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE state = 'dead' AND (@id IS NULL OR id = @id) AND ${IN_SCOPE} AND (remote_track_id IS NULL OR NOT EXISTS (

@@ -8,6 +8,7 @@ import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read
 import { openOutboxDatabase } from './sqlite-schema.js';
 import { SQLITE_OUTBOX_SQL } from './sqlite-sql.js';
 import {
+  type ChangedRow,
   type ClaimedRow,
   type ClaimRequest,
   type DeliveryOutcome,
@@ -113,9 +114,10 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     return { rows: leaseRows(rows, request), lastPanel };
   });
 
-  const settledAsDelivered = (claim: ClaimedRow, { releaseId, note }: Extract<DeliveryOutcome, { kind: 'delivered' }>, now: number): boolean =>
+  const settledAsDelivered = (claim: ClaimedRow, owner: string, { releaseId, note }: Extract<DeliveryOutcome, { kind: 'delivered' }>, now: number): boolean =>
     statements.settleDelivered.run({
       id: claim.id,
+      owner,
       contentHash: claim.contentHash,
       panel: claim.panel,
       remoteTrackId: orNull(claim.remoteTrackId),
@@ -125,22 +127,24 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       now,
     }).changes === 1;
   const settleOne = (...[claim, owner, outcome, now]: Parameters<OutboxStore['settle']>) => {
-    if (outcome.kind === 'delivered' && settledAsDelivered(claim, outcome, now)) return 'applied';
+    if (outcome.kind === 'delivered' && settledAsDelivered(claim, owner, outcome, now)) return 'applied';
     const snapshot = statements.snapshot.get(claim.id) as
-      | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number }
+      | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number; releaseId: number | null }
       | undefined;
-    const plan = planSettle(snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner) }, claim, owner, outcome, now);
+    const current = snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner), releaseId: orUndefined(snapshot.releaseId) };
+    const plan = planSettle(current, claim, owner, outcome, now);
     const remoteTrackId = orNull(claim.remoteTrackId);
     const { panel } = claim;
     if (plan.history)
       statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), panel, remoteTrackId, historyOf: claim.id, now });
     if (plan.update) {
-      const { lastError, releaseId, deliveredAt, ...rest } = plan.update;
+      const { lastError, releaseId, deliveredAt, leaseOwner, ...rest } = plan.update;
       statements.update.run({
         ...rest,
         lastError: orNull(lastError),
         releaseId: orNull(releaseId),
         deliveredAt: orNull(deliveredAt),
+        leaseOwner: orNull(leaseOwner),
         panel,
         remoteTrackId,
         id: claim.id,
@@ -196,6 +200,7 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     claimFair: (request) => claimFair.immediate(request),
     settle: (claim, owner, outcome, nowMs) => settle.immediate(claim, owner, outcome, nowMs),
     settleMany: (settles, owner) => settleMany.immediate(settles, owner),
+    recheck: (held) => statements.recheck.all({ held: JSON.stringify(held.map(({ id, contentHash }) => [id, contentHash])) }) as ChangedRow[],
     ...readers,
     requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
     adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),

@@ -165,11 +165,20 @@ export type DeliveryOutcome =
   | { kind: 'dead'; error: string };
 
 /**
- * `applied`: recorded as reported. `superseded`: the payload was replaced while in flight; the
- * row stays pending with the newer payload (a delivered older payload is kept as its own row).
- * `stale`: the row is no longer this worker's (lease taken over, already settled); left alone.
+ * `applied`: recorded as reported, or found already recorded so by the same owner (a delivered
+ * or dead row keeps who recorded it): a settle repeated because its answer was lost after the
+ * commit must not read as `stale`, or its worker would never emit the event it owes.
+ * `superseded`: the payload was replaced while in flight; the row stays pending with the newer
+ * payload (a delivered older payload is kept as its own row). `stale`: the row is no longer this
+ * worker's (lease taken over, settled by another, or with another outcome); left alone.
  */
 export type SettleResult = 'applied' | 'superseded' | 'stale';
+
+/** A row a worker holds, as it claimed it: what `recheck` compares the stored row with. */
+export type HeldRow = Pick<ClaimedRow, 'id' | 'contentHash'>;
+
+/** A held row as it is now, when it is no longer as claimed (see `recheck`). */
+export type ChangedRow = Pick<StoredRow, 'id' | 'state' | 'body' | 'contentHash'>;
 
 /** One outcome to record: what `settle` takes, for `settleMany`. */
 export interface SettleRequest {
@@ -191,6 +200,7 @@ export interface StoredRow {
   nextAttemptAt: number;
   lastError: string | undefined;
   releaseId: number | undefined;
+  /** The lease's holder while pending; on a delivered or dead row, the owner that recorded it. */
   leaseOwner: string | undefined;
   leaseExpiresAt: number | undefined;
   createdAt: number;
@@ -226,6 +236,15 @@ export interface OutboxStore {
    * was): the worker then records again only the others.
    */
   settleMany?(settles: readonly SettleRequest[], owner: string): Awaitable<SettleResult[]>;
+  /**
+   * Of the rows a worker holds (`held`, as it claimed them), those whose payload an enqueue has
+   * replaced since (another `contentHash`) or that are no longer pending, each as it is now; rows
+   * left out are unchanged. One read, no lock. The worker asks before it sends rows it claimed
+   * ahead (or was handed) and that waited for a slot, so that a release replaced while it waited
+   * goes out with its newest content only. Optional: without it such a row is sent as claimed,
+   * and its newer content follows (`superseded`).
+   */
+  recheck?(held: readonly HeldRow[]): Awaitable<ChangedRow[]>;
   /** Number of rows per state (of one panel, or of all). */
   counts(scope?: PanelScope): Awaitable<Record<OutboxState, number>>;
   /** When the oldest pending row was stored (epoch ms), or undefined when none is pending. Optional for custom stores. */

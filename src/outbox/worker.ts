@@ -2,15 +2,19 @@
 // slot that frees up starts its next push at once, without a round trip to the store) and
 // recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
-import type { OutboxEmitter } from './events.js';
 import { asError } from './failure.js';
 import { HandOffs } from './hand-offs.js';
-import { LEASE_MARGIN_MS, type ResolvedOutboxConfig } from './options.js';
+import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
+import { LEASE_MARGIN_MS } from './options.js';
+import { tellOutcome } from './outcome-events.js';
 import { PanelHolds } from './panel-holds.js';
 import type { PanelRouting } from './panel-routing.js';
 import { createSettleBatcher } from './settle-batcher.js';
-import type { ClaimedRow, DeliveryOutcome, EnqueueLease, OutboxStore, SettleResult } from './store.js';
+import type { ClaimedRow, DeliveryOutcome, SettleResult } from './store.js';
 import { createTroubleReporter } from './trouble.js';
+import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
+
+export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contract.js';
 
 /** While claims keep failing, how often the same trouble is reported again. */
 const STORE_TROUBLE_REPEAT_MS = 60_000;
@@ -37,54 +41,6 @@ const MAX_CLAIM_AHEAD = 64;
 const REFILL_BELOW = 1 / 4;
 /** What a row claimed ahead but never sent says when it goes back. */
 const HANDED_BACK = 'not sent: handed back unclaimed (the outbox stopped, or the row waited too long for a free slot); due again at once';
-
-/** The resolved outbox options the worker uses, plus what the outbox wires in. */
-export type WorkerConfig = Pick<
-  ResolvedOutboxConfig,
-  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
-> & {
-  store: OutboxStore;
-  /** Which rows to claim, and whose credentials send each. */
-  routing: PanelRouting;
-  events: OutboxEmitter;
-  /** Lease owner name, unique per outbox instance. */
-  owner: string;
-  /** Called after every recorded attempt and every poll tick; drain() checks the counts there. */
-  onProgress: () => void;
-};
-
-/** A lease given for an enqueue's row; `since`: when it was given (monotonic ms), the start of its wait for a slot. */
-export type WorkerLease = Omit<EnqueueLease, 'taken'> & { since: number };
-
-export interface DeliveryWorker {
-  start(): void;
-  /**
-   * Look for due rows now (after an enqueue or a requeue) instead of at the next poll.
-   * `mayHaveDue` false: nothing new may be due in the store (a row was only handed to this worker).
-   */
-  kick(mayHaveDue?: boolean): void;
-  /**
-   * A lease for the row an enqueue is about to insert, when this worker would take it now (see
-   * EnqueueLease); every lease given must be answered with handedOff().
-   */
-  leaseFor(panel: string): WorkerLease | undefined;
-  /** The enqueue given `lease` ended: with the row it inserted leased to this worker, or without. */
-  handedOff(lease: WorkerLease, row: ClaimedRow | undefined): void;
-  /** Stops claiming rows; resolves once every push in flight has been recorded. */
-  stop(): Promise<void>;
-  /** While true, the poll timer keeps the process alive (someone awaits drain()). */
-  setKeepAlive(on: boolean): void;
-  isRunning(): boolean;
-  inFlight(): number;
-  /** Rows this worker holds: being sent, recorded, or claimed ahead (each a pending row). */
-  holding(): number;
-  /** Epoch ms until which a single-panel worker holds off after failures, if it does. */
-  pausedUntil(): number | undefined;
-  /** Panels backing off after failures (with `panels`; 0 or 1 for a single panel). */
-  failingPanels(): number;
-  /** Up to `limit` of those panels' ids. */
-  failingPanelIds(limit: number): string[];
-}
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, routing, events, owner, now, concurrency } = config;
@@ -128,8 +84,24 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     const sendable = Math.floor((concurrency * maxWaitMs) / 2 / Math.max(pushMs, 0.001));
     return Math.min(Math.max(MAX_CLAIM_AHEAD, concurrency), Math.max(least, sendable));
   };
-  /** Rows claimed ahead, oldest first, with when each claim returned (monotonic ms: a clock step cannot hide a wait). */
-  const ready: { row: ClaimedRow; claimedAt: number }[] = [];
+  /**
+   * Rows claimed ahead (or handed off) waiting for a slot, oldest first, read again before they
+   * go when they waited (held-rows.ts); waits are timed on a monotonic clock (a step cannot hide one).
+   */
+  const ready = new HeldRows({
+    recheck: store.recheck?.bind(store),
+    // Delivered or refused by another worker while it waited here: not ours to send.
+    gone(row) {
+      letGo(row);
+      config.onProgress();
+    },
+    checked(error) {
+      if (error === undefined) return kick(false);
+      if (!running) return;
+      storeTrouble.report(error);
+      wakeAt(now() + RECHECK_RETRY_MS);
+    },
+  });
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
   /** Rows claimed ahead going back unsent (stop() waits for them). */
@@ -206,13 +178,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const recording = Math.max(concurrency, MIN_RECORDING);
   const openSlots = () => Math.min(concurrency - pushing, concurrency + recording - inFlight.size);
 
-  /** Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. */
+  /**
+   * Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. A
+   * row that waited is first read again (with the others waiting): it may have been replaced.
+   */
   function startReady(): void {
-    while (ready.length > 0 && openSlots() > 0) {
-      const { row, claimedAt } = ready.shift() as (typeof ready)[number];
+    for (let first = ready.first(); first !== undefined && openSlots() > 0; first = ready.first()) {
       // Without claiming ahead a row never waits: it is claimed for a free slot.
-      if (!running || (claimsAhead && performance.now() - claimedAt > maxWaitMs)) handBack(row);
-      else startDelivery(row);
+      const waitedTooLong = !running || (claimsAhead && performance.now() - first.claimedAt > maxWaitMs);
+      if (!waitedTooLong && !ready.current(first)) return;
+      ready.shift();
+      if (waitedTooLong) handBack(first.row);
+      else startDelivery(first.row);
     }
   }
 
@@ -249,6 +226,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       const newsBefore = handOffs.claiming();
       // A back-off or a probe (one row) limits the claim: it says nothing of a backlog.
       const unheld = holds.size === 0;
+      const seenAt = performance.now();
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
         claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
@@ -268,7 +246,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       for (const row of fresh) {
         sending.add(row.id);
         holds.claimed(row.panel);
-        ready.push({ row, claimedAt });
+        ready.push(row, claimedAt, seenAt);
       }
       startReady();
       handOffs.claimed(newsBefore, claimsAhead && unheld && batch.length < limit && !claimed.more);
@@ -347,7 +325,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
     const durationMs = performance.now() - began;
     if (sentTo.sent) pushMs = pushMs === undefined ? durationMs : pushMs * 0.8 + durationMs * 0.2;
-    const { outcome, error, delayMs, needsHuman } = answered;
+    const { outcome, error } = answered;
     // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
     if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') {
       reportError(error, row);
@@ -362,26 +340,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       return false;
     }
     if (result === 'stale') return false;
-    const { id, panel, remoteTrackId } = row;
-    const attempts = outcome.kind === 'retry' && outcome.notSent === true ? row.attempts : row.attempts + 1;
-    if (outcome.kind === 'delivered') {
-      const unconfirmed = outcome.note;
-      const superseded = result === 'superseded';
-      events.emit('delivered', { id, panel, remoteTrackId, releaseId: outcome.releaseId, attempts, durationMs, superseded, unconfirmed });
-      return superseded;
-    }
-    const failure = error ?? new Error(outcome.error);
-    if (needsHuman) events.emit('error', { error: failure, id, panel, remoteTrackId });
-    if (outcome.kind === 'dead' && result === 'applied') {
-      events.emit('dead', { id, panel, remoteTrackId, attempts, error: failure, message: outcome.error, durationMs });
-      return false;
-    }
-    // A retry, or a refused payload whose replacement is now due: either way the row goes round again.
-    const nextAttemptAt = outcome.kind === 'retry' ? outcome.nextAttemptAt : now();
-    const retryDelay = outcome.kind === 'retry' ? delayMs : 0;
-    events.emit('retrying', { id, panel, remoteTrackId, attempts, delayMs: retryDelay, nextAttemptAt, error: failure, durationMs });
-    wakeAt(nextAttemptAt);
-    return false;
+    const told = tellOutcome(events, row, answered, result, durationMs, now);
+    if (told.retryAt !== undefined) wakeAt(told.retryAt);
+    return told.dueNow;
   }
 
   function reportError(error: unknown, row: ClaimedRow | undefined): void {
@@ -402,6 +363,10 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       handOffs.leased();
       return { owner, leaseMs: config.leaseMs, since: performance.now() };
     },
+    replaced(id) {
+      // A row claimed or handed off meanwhile may bring the content it had before.
+      if (ready.has(id) || claiming.size > 0 || handOffs.outstanding > 0) ready.replaced();
+    },
     handedOff(lease, row) {
       // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
       const taken = row !== undefined && !sending.has(row.id);
@@ -409,7 +374,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         sending.add(row.id);
         holds.claimed(row.panel);
         // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
-        if (running) ready.push({ row, claimedAt: lease.since });
+        if (running) ready.push(row, lease.since);
         else handBack(row);
       }
       handOffs.answered(taken);
@@ -422,8 +387,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
       await handOffs.settled();
+      await ready.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
-      for (const { row } of ready.splice(0)) handBack(row);
+      for (const { row } of ready.takeAll()) handBack(row);
       while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
     },
     setKeepAlive(on) {
