@@ -106,7 +106,10 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
 
   router.get('/', (req, res, next) => {
     if (!panels) return res.redirect(303, `${req.baseUrl}/releases`);
-    show(req, res, 'Panels', 'panels', (ctx) => panelsList(ctx, panels, panelsQuery(req.query))).catch(next);
+    const reading = readingFor(res);
+    show(req, res, 'Panels', 'panels', (ctx) => panelsList(ctx, panels, panelsQuery(req.query), reading.signal)).catch((error: unknown) =>
+      reading.signal.aborted ? undefined : next(error),
+    );
   });
   router.get('/panels/:panel', (req, res, next) => {
     if (!panels) return void missing(req, res, 'This console shows no guard.').catch(next);
