@@ -48,13 +48,15 @@ function largest(i: number): Release {
 async function longestBlock<T>(work: () => Promise<T>): Promise<{ ms: number; result: T }> {
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
+  let result: T;
   try {
-    const result = await work();
-    return { ms: delay.max / 1e6, result };
+    result = await work();
   } finally {
     delay.disable();
-    if (process.env.SHOW_BLOCKS) console.log(`longest block: ${(delay.max / 1e6).toFixed(1)} ms`);
   }
+  const ms = delay.max / 1e6;
+  if (process.env.SHOW_BLOCKS) console.log(`longest block: ${ms.toFixed(1)} ms`);
+  return { ms, result };
 }
 
 const page = async (path: string) => {
