@@ -71,7 +71,7 @@ describe('createSqliteOutboxStore() reads', () => {
     }
   });
 
-  it('counts by state and by panel from indexes alone, and reads no row but the oldest pending one', async () => {
+  it('counts by state and by panel from indexes alone, in their order, and reads no row but the oldest pending one', async () => {
     const plans = await plansOf(async (readers) => {
       await readers.counts(undefined);
       await readers.counts({ panel: 'p' });
@@ -81,9 +81,12 @@ describe('createSqliteOutboxStore() reads', () => {
     });
     const counts = [...plans].filter(([sql]) => !sql.includes('ORDER BY id LIMIT @limit'));
     expect(counts.length).toBeGreaterThan(0);
-    // The list index in id order, for the lowest pending id: it stops at the first row it needs.
-    for (const [sql, steps] of counts)
+    for (const [sql, steps] of counts) {
+      // Counted in the index's order, as read: no sort of every entry (45 ms with 100,000 releases).
+      expect(steps.join(' | '), sql).not.toMatch(/TEMP B-TREE/);
+      // The list index in id order, for the lowest pending id: it stops at the first row it needs.
       for (const step of steps.filter((step) => /release_outbox/.test(step)))
         expect(step, sql).toMatch(/USING (COVERING INDEX|INTEGER PRIMARY KEY \(rowid=\?\)|INDEX release_outbox_list \(state=\?\))/);
+    }
   });
 });
