@@ -194,6 +194,31 @@ export class OutboxDatabaseError extends Error {
 }
 
 /**
+ * `outbox.enqueue(release, { transaction })` found your transaction ended (committed or rolled
+ * back by your library) while it was storing the release in it: an enqueue not awaited inside the
+ * transaction's callback. `stored`: `false` when the release is known not to be stored (the
+ * transaction rolled back, or ended before the release was written); `undefined` when your
+ * library cannot tell whether the transaction committed after the release was written (then see
+ * `outbox.list()`). The store never writes outside your transaction where the database lets it
+ * tell (PostgreSQL; MariaDB), and never answers with the id of a row your library rolled back
+ * where the library lets it tell (Knex; Kysely once the rollback has ended).
+ */
+export class TransactionEndedError extends Error {
+  override name = 'TransactionEndedError';
+  readonly code = 'TRANSACTION_ENDED';
+  readonly stored: false | undefined;
+  constructor(stored: false | undefined, options?: { cause?: unknown }) {
+    super(
+      `panel-license-guard: your transaction ended while the release was being stored in it (an enqueue not awaited inside your transaction's callback?): ${
+        stored === false ? 'the release was not stored.' : 'the release is stored only if your transaction committed after it was written (see outbox.list()).'
+      } Await outbox.enqueue() inside the callback, before it returns or throws.`,
+      options,
+    );
+    this.stored = stored;
+  }
+}
+
+/**
  * `panels` mode, about a host: `RESOLVE_FAILED` (your resolver threw, timed out or gave unusable
  * credentials; or a summary of such failures) · `HOST_NOT_LICENSED` (a host your resolver maps to
  * a panel whose license names other domains; refused with 421).

@@ -22,6 +22,7 @@ export {
   ResponseTooLargeError,
   ServerValidationError,
   TimeoutError,
+  TransactionEndedError,
 } from './errors.js';
 export type { GuardEvents, LicenseGuard } from './guard/guard-api.js';
 export type { GuardLogger, LicenseGuardOptions } from './guard/guard-options.js';

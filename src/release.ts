@@ -60,6 +60,14 @@ const releaseSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * The most UTF-8 bytes `serializeRelease()` can produce for a valid release: at most 3 bytes per
+ * UTF-16 code unit of its text and URL fields (a 3-byte character is one unit, a 4-byte one two
+ * units, an escaped quote or tab two bytes for one unit; other controls are refused), plus the
+ * short fields, the names and the punctuation. What the console reads a slice at a time by.
+ */
+export const MAX_RELEASE_BYTES = 3 * (10 * MAX_TEXT_LENGTH + 2 * URL_MAX) + 1024;
+
 /** A release as accepted by `pushRelease` and `outbox.enqueue` (all strings; docs/partner-api.md). */
 export type Release = z.input<typeof releaseSchema>;
 

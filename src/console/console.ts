@@ -13,6 +13,7 @@ import { escapeHtml, type PageContext, page } from './layout.js';
 import { type PanelsSource, panelPage, panelsList, panelsQuery, statusOf } from './panels-page.js';
 import { releasePage, releasesList, releasesQuery } from './releases-page.js';
 import { type Authorize, authorizing, csrfToken, pageHeaders, validAction } from './security.js';
+import { ConsoleBusyError, MAX_SEARCHES } from './slices.js';
 
 export interface LicenseConsoleOptions {
   /** The guard whose panels the console shows (one panel, or `panels` by host). @default none: no panels pages */
@@ -95,12 +96,20 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   const back = (req: Request, res: Response, path: string, done: string) =>
     res.redirect(303, `${req.baseUrl}${path}${path.includes('?') ? '&' : '?'}done=${done}`);
   const refuse = (res: Response) => res.status(403).type('text/plain').send('This action needs the console’s own form (its token was missing or wrong).');
+  const busy = (req: Request, res: Response) =>
+    show(req, res.status(503).set('Retry-After', '5'), 'Busy', 'releases', () => {
+      const what = `${MAX_SEARCHES} title searches are running on this instance already: try again in a few seconds.`;
+      return `<h1>Busy</h1><p class="muted">${escapeHtml(what)}</p>`;
+    });
   const missing = (req: Request, res: Response, what: string) =>
     show(req, res.status(404), 'Not here', 'panels', () => `<h1>Not here</h1><p class="muted">${escapeHtml(what)}</p>`).then(() => undefined);
 
   router.get('/', (req, res, next) => {
     if (!panels) return res.redirect(303, `${req.baseUrl}/releases`);
-    show(req, res, 'Panels', 'panels', (ctx) => panelsList(ctx, panels, panelsQuery(req.query))).catch(next);
+    const reading = readingFor(res);
+    show(req, res, 'Panels', 'panels', (ctx) => panelsList(ctx, panels, panelsQuery(req.query), reading.signal)).catch((error: unknown) =>
+      reading.signal.aborted ? undefined : next(error),
+    );
   });
   router.get('/panels/:panel', (req, res, next) => {
     if (!panels) return void missing(req, res, 'This console shows no guard.').catch(next);
@@ -119,9 +128,18 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   router.get('/releases', (req, res, next) => {
     if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
     const query = releasesQuery(req.query);
-    show(req, res, 'Releases', 'releases', (ctx) => releasesList(ctx, outbox, activity, query, notice(req))).catch((error: unknown) =>
-      unknownPanel(error, query.panel) ? missing(req, res, 'This outbox serves no such panel.') : next(error),
-    );
+    const reading = readingFor(res);
+    show(req, res, 'Releases', 'releases', (ctx) => releasesList(ctx, outbox, activity, query, notice(req), reading.signal))
+      .then(
+        () => undefined,
+        async (error: unknown) => {
+          if (reading.signal.aborted) return; // nobody waits for the page any more
+          if (error instanceof ConsoleBusyError) await busy(req, res);
+          else if (unknownPanel(error, query.panel)) await missing(req, res, 'This outbox serves no such panel.');
+          else next(error);
+        },
+      )
+      .catch(next);
   });
   router.get('/releases/:id', (req, res, next) => {
     const id = idOf(req.params.id);
@@ -164,6 +182,15 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     for (const stop of stops) stop?.();
   };
   return router;
+}
+
+/** Aborted when the response closes before it was sent (the browser went away): its reading stops. */
+function readingFor(res: Response): AbortController {
+  const reading = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) reading.abort(new Error('panel-license-guard: the console page was closed before it was sent.'));
+  });
+  return reading;
 }
 
 function idOf(text: unknown): number | undefined {

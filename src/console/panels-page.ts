@@ -3,11 +3,13 @@
 import type { LicenseGuard } from '../guard/guard-api.js';
 import type { LicenseStatus } from '../guard/license-status.js';
 import type { GuardInstruments, PanelReading, PanelView } from '../guard/telemetry.js';
+import type { LicenseState } from '../serve/license-state.js';
 import { licensedHosts } from '../serve/licensed-domains.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { ConsoleActivity } from './activity.js';
 import { checkTimeline } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
+import { panelsPage } from './panel-pass.js';
 
 export const PAGE_SIZE = 50;
 const STATES = ['locked', 'grace', 'pending', 'active'] as const;
@@ -19,29 +21,28 @@ export interface PanelsSource {
 }
 
 /** `?state=` and `?page=` as the list takes them (anything else: all states, the first page). */
-export function panelsQuery(query: Record<string, unknown>): { state: string | undefined; page: number } {
+export function panelsQuery(query: Record<string, unknown>): { state: LicenseState | undefined; page: number } {
   const state = STATES.find((s) => s === query.state);
   const page = Math.min(Math.max(Number.parseInt(String(query.page ?? '0'), 10) || 0, 0), 10_000);
   return { state, page };
 }
 
-export function panelsList(ctx: PageContext, source: PanelsSource, { state, page }: { state: string | undefined; page: number }): string {
-  const { instruments } = source;
-  const summary = instruments.summary?.();
-  // Readings come most telling first; a filter or a later page reads further, never past what is in memory.
-  const wanted = state === undefined ? (page + 1) * PAGE_SIZE + 1 : Number.MAX_SAFE_INTEGER;
-  const all = instruments.readings(Math.min(wanted, 1_000_000)).filter((r) => state === undefined || r.status.state === state);
-  const shown = all.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
-  const counts = summary?.byState ?? countStates(all);
+/** The panels list; `signal` aborts its pass over the panels (the browser went away). */
+export async function panelsList(
+  ctx: PageContext,
+  source: PanelsSource,
+  { state, page }: { state: LicenseState | undefined; page: number },
+  signal?: AbortSignal,
+): Promise<string> {
+  const { shown, more: hasMore, byState: counts, failing } = await panelsPage(source.instruments, state, page, PAGE_SIZE, signal);
   const cards = STATES.map((s) => `<div class="card"><b>${counts[s] ?? 0}</b><span>${s}</span></div>`).join('');
   const filters = [undefined, ...STATES]
     .map((s) => `<a href="${escapeHtml(`${ctx.base}/${s ? `?state=${s}` : ''}`)}"${s === state ? ' class="here"' : ''}>${s ?? 'all'}</a>`)
     .join('');
   const rows = shown.map((reading) => panelRow(ctx, source, reading)).join('');
-  const more =
-    all.length > (page + 1) * PAGE_SIZE ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page + 1) })}`, 'Next page →') : '';
+  const more = hasMore ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page + 1) })}`, 'Next page →') : '';
   const back = page > 0 ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page - 1) })}`, '← Previous page') : '';
-  return `<h1>Panels</h1><div class="cards">${cards}${summary ? `<div class="card"><b>${summary.failing}</b><span>failing</span></div>` : ''}</div>
+  return `<h1>Panels</h1><div class="cards">${cards}${failing === undefined ? '' : `<div class="card"><b>${failing}</b><span>failing</span></div>`}</div>
 <h2>${state ? `${escapeHtml(state)} panels` : 'All panels, locked and in grace first'}</h2><p class="filters">${filters}</p>
 <table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th><th>Licensed domains</th></tr></thead>
 <tbody>${rows || '<tr><td colspan="8" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
@@ -149,12 +150,6 @@ function brandingSection({ branding, license }: GuardSnapshot): string {
 function lastOutcome(status: LicenseStatus): string {
   if (status.lastCheckAt === null) return '';
   return status.lastError ?? (status.state === 'locked' ? 'inactive' : 'ok');
-}
-
-function countStates(readings: PanelReading[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const { status } of readings) counts[status.state] = (counts[status.state] ?? 0) + 1;
-  return counts;
 }
 
 function duration(ms: number): string {

@@ -6,7 +6,8 @@ import type { OutboxState } from '../outbox/store.js';
 import type { ConsoleActivity } from './activity.js';
 import { throughputChart } from './charts.js';
 import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } from './layout.js';
-import { findByTitle, SCAN_ROWS, searchWords, titleMatches } from './title-search.js';
+import { asOneSearch, readSliced } from './slices.js';
+import { findByTitle, searchWords, titleMatches } from './title-search.js';
 
 const STATES: OutboxState[] = ['dead', 'pending', 'delivered'];
 const PAGE_SIZE = 50;
@@ -31,13 +32,21 @@ export function releasesQuery(query: Record<string, unknown>): ReleasesQuery {
   return { state, panel: text(query.panel, 200), track: text(query.track, 500), title: text(query.title, 200), after };
 }
 
-export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, activity: ConsoleActivity, query: ReleasesQuery, notice: string | undefined) {
+/** The releases page; `signal` aborts its reading (the browser went away). */
+export async function releasesList(
+  ctx: PageContext,
+  outbox: ReleaseOutbox,
+  activity: ConsoleActivity,
+  query: ReleasesQuery,
+  notice: string | undefined,
+  signal?: AbortSignal,
+) {
   const { state, panel, track, title, after } = query;
   const scope = panel === undefined ? undefined : { panel };
-  const [stats, byPanel, { shown, next, stoppedEarly }] = await Promise.all([
+  const [stats, byPanel, { shown, next, stoppedEarly, read }] = await Promise.all([
     outbox.stats(scope),
     panel === undefined ? outbox.panelStats(PANELS_SHOWN).catch(() => []) : Promise.resolve([]),
-    listed(outbox, query),
+    listed(outbox, query, signal),
   ]);
   const cards = STATES.map((s) => `<div class="card"><b>${stats[s]}</b><span>${s}</span></div>`).join('');
   const listPath = (s: OutboxState, extra: Record<string, string> = {}) =>
@@ -53,7 +62,7 @@ export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, acti
     next === undefined ? '' : link(ctx, listPath(state, { after: String(next) }), stoppedEarly ? 'Search further →' : 'Next page →'),
   ].join(' ');
   const searched = stoppedEarly
-    ? `<p class="muted">Titles are not indexed: this page read ${SCAN_ROWS.toLocaleString('en')} releases (up to #${next}) and stopped there.</p>`
+    ? `<p class="muted">Titles are not indexed: this page read ${read.toLocaleString('en')} releases (up to #${next}) and stopped there.</p>`
     : '';
   const panelsTable =
     byPanel.length === 0
@@ -74,19 +83,18 @@ export async function releasesList(ctx: PageContext, outbox: ReleaseOutbox, acti
 }
 
 /** One page of the list: by the store's own filters, or, with a title, by reading the list (bounded). */
-async function listed(outbox: ReleaseOutbox, { state, panel, track, title, after }: ReleasesQuery) {
-  const scope = panel === undefined ? {} : { panel };
+async function listed(outbox: ReleaseOutbox, { state, panel, track, title, after }: ReleasesQuery, signal: AbortSignal | undefined) {
   if (title !== undefined && track === undefined) {
-    const { found, next, stoppedEarly } = await findByTitle(outbox, { state, panel, title, after }, PAGE_SIZE);
-    return { shown: found, next, stoppedEarly };
+    const { found, ...rest } = await asOneSearch(() => findByTitle(outbox, { state, panel, title, after }, PAGE_SIZE, signal));
+    return { shown: found, ...rest };
   }
   // One more than a page: whether there is a next one.
-  const entries = await outbox.list({ state, limit: PAGE_SIZE + 1, ...scope, ...(track ? { track } : {}), ...(after === undefined ? {} : { after }) });
+  const entries = await readSliced(outbox, { state, panel, track, after }, PAGE_SIZE + 1, signal);
   const shown = entries.slice(0, PAGE_SIZE);
   const more = entries.length > PAGE_SIZE;
   const words = title === undefined ? undefined : searchWords(title);
   const filtered = words === undefined ? shown : shown.filter((entry) => titleMatches(entry.release.title, words));
-  return { shown: filtered, next: more ? shown.at(-1)?.id : undefined, stoppedEarly: false };
+  return { shown: filtered, next: more ? shown.at(-1)?.id : undefined, stoppedEarly: false, read: entries.length };
 }
 
 function releaseRow(ctx: PageContext, entry: OutboxEntry): string {

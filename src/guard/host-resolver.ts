@@ -3,6 +3,7 @@
 import { LRUCache } from 'lru-cache';
 import { PanelHostError } from '../errors.js';
 import { describeError } from '../logger.js';
+import { HostsByPanel } from './hosts-by-panel.js';
 import type { NewHostGate } from './new-host-gate.js';
 import type { ResolverFailure } from './resolver-reports.js';
 
@@ -101,7 +102,12 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
   // Capped by count; an entry is a host of at most 253 characters and its answer. Unknown hosts
   // have a cache of their own (host → when to ask again), so a flood of junk Host headers never
   // pushes a known host out.
-  const answers = new LRUCache<string, PanelResolution>({ max: options.max });
+  const byPanel = new HostsByPanel();
+  const answers = new LRUCache<string, PanelResolution>({
+    max: options.max,
+    // Evicted, deleted or replaced by another answer: no longer one of its panel's hosts.
+    dispose: (gone, host) => byPanel.remove(host, gone.runtimeKey, gone.credentials.panel),
+  });
   const unknown = new LRUCache<string, number>({ max: options.unknownMax });
   let closed = false;
   const asking = new Map<string, Promise<Resolution>>();
@@ -116,6 +122,7 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     }
     const resolution: PanelResolution = { kind: 'panel', credentials, runtimeKey, freshUntil };
     answers.set(host, resolution);
+    byPanel.add(host, runtimeKey, credentials.panel);
     if (previous !== undefined && previous.runtimeKey !== runtimeKey) options.onMoved?.(previous.runtimeKey);
     return resolution;
   }
@@ -205,13 +212,7 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     },
     resolve,
     hostsOf(panel) {
-      const hosts: string[] = [];
-      const prefix = `${panel}:`;
-      for (const [host, resolution] of answers.entries()) {
-        if (resolution.runtimeKey.startsWith(prefix) || resolution.credentials.panel === panel) hosts.push(host);
-        if (hosts.length === MAX_HOSTS_SHOWN) break;
-      }
-      return hosts.sort();
+      return byPanel.of(panel, MAX_HOSTS_SHOWN);
     },
     inUse(runtimeKey) {
       for (const resolution of answers.values()) if (resolution.runtimeKey === runtimeKey) return true;

@@ -60,9 +60,13 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
   });
   /** Evicted panels' last verdicts: a panel that comes back resumes from it, within its grace. */
   const retired = new LRUCache<string, Retired>({ max: panels.max });
+  // The panels in memory again, in a Set: its iterator stays valid while panels come and go, so
+  // the console can read it a slice at a time (an LRU's may revisit or skip what moves meanwhile).
+  const inMemory = new Set<PanelRuntime>();
   const running = new LRUCache<string, PanelRuntime>({
     max: panels.max,
     dispose: (panel, key, reason) => {
+      inMemory.delete(panel);
       const last = reason === 'evict' ? panel.retire() : undefined;
       if (last) retired.set(key, last);
       void panel.close();
@@ -103,6 +107,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     if (!panel) {
       panel = new PanelRuntime(config, known.credentials, known.runtimeKey, context);
       running.set(known.runtimeKey, panel);
+      inMemory.add(panel);
       const last = retired.get(known.runtimeKey);
       retired.delete(known.runtimeKey);
       if (last && panel.restore(last)) {
@@ -256,6 +261,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     // Panels in memory (at most `max`); an evicted panel is no longer served from memory, nor shown.
     readings: (limit) => selectReadings(running.values(), limit),
     summary: () => summarize(running.values()),
+    panels: () => inMemory.values(),
     view: (host) => {
       const panel = host === undefined ? undefined : panelAtHost(host);
       return panel && { snapshot: panel.monitor.entry.snapshot, domains: panel.config.domains };

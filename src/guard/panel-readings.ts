@@ -13,8 +13,8 @@ export interface ReadablePanel {
   reading(): PanelReading;
 }
 
-/** Lower comes first: the panels an operator looks at. */
-function rank(panel: ReadablePanel): number {
+/** Lower comes first (0 to 4): the panels an operator looks at. */
+export function rank(panel: ReadablePanel): number {
   if (panel.state === 'locked') return 0;
   if (panel.state === 'grace') return 1;
   if (panel.failing) return 2;

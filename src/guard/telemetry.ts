@@ -6,6 +6,7 @@ import type { LicenseState } from '../serve/license-state.js';
 import type { DomainPolicy } from '../serve/licensed-domains.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { LicenseStatus } from './license-status.js';
+import type { ReadablePanel } from './panel-readings.js';
 
 /** One license check this instance ran, as it ended. */
 export interface CheckRecord {
@@ -40,6 +41,11 @@ export interface GuardInstruments {
   readings(limit: number): PanelReading[];
   /** `panels` mode: counts over every panel in memory (cheap), for the totals. */
   summary?(): PanelsSummary;
+  /**
+   * `panels` mode: every panel in memory, in the order they came, as a live iterator (panels gone
+   * meanwhile are skipped, new ones come last): what the console reads a slice at a time.
+   */
+  panels?(): IterableIterator<ReadablePanel>;
   /**
    * One panel as its templates and its domain check see it now: one panel's, or, with `panels`,
    * the panel's at `host`.

@@ -6,6 +6,7 @@ import { describeError } from '../logger.js';
 import { shown } from '../options.js';
 import type { MysqlQueryable, MysqlResult } from './mysql-schema.js';
 import type { PgQueryable, PgQueryConfig } from './postgres-schema.js';
+import { knexWatch, kyselyWatch, type TransactionWatch, UNTOLD } from './transaction-watch.js';
 
 export type SqlDialect = 'postgres' | 'mysql';
 
@@ -29,13 +30,14 @@ type Queryable<D extends SqlDialect> = D extends 'postgres' ? PgQueryable : Mysq
 const isQueryable = (value: unknown): boolean => typeof (value as { query?: unknown } | null)?.query === 'function';
 
 /**
- * Runs `work` on the connection `transaction` runs on, or rejects with a TypeError saying what is
- * accepted. One transaction always gives the same connection object, so enqueues on it take turns.
+ * Runs `work` on the connection `transaction` runs on, with what its library tells of the
+ * transaction's end, or rejects with a TypeError saying what is accepted. One transaction always
+ * gives the same connection object, so enqueues on it take turns.
  */
 export async function onCallerTransaction<D extends SqlDialect, T>(
   transaction: unknown,
   dialect: D,
-  work: (connection: Queryable<D>) => Promise<T>,
+  work: (connection: Queryable<D>, watch: TransactionWatch) => Promise<T>,
 ): Promise<T> {
   const library = LIBRARY_OF[dialect];
   if (isKnex(transaction)) {
@@ -46,7 +48,7 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
     if (transaction.isCompleted()) throw refused(dialect, 'is a Knex transaction that has already committed or rolled back');
     // Knex's transaction client hands out the one connection its transaction runs on.
     const connection = await transaction.client.acquireConnection();
-    return work((dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>);
+    return work((dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>, knexWatch(transaction));
   }
   if (isKysely(transaction)) {
     if (transaction.isTransaction !== true)
@@ -60,7 +62,7 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
     // Holding the transaction's connection for the whole enqueue: Kysely runs nothing else on it
     // meanwhile, not even through a copy of the transaction (withSchema, withPlugin), and refuses
     // once the transaction has ended.
-    return executor.provideConnection((connection) => work(kyselyConnection(connection, dialect) as Queryable<D>));
+    return executor.provideConnection((connection) => work(kyselyConnection(connection, dialect) as Queryable<D>, kyselyWatch(transaction)));
   }
   const kinds = drizzleKinds(transaction);
   if (kinds.length > 0) {
@@ -69,13 +71,14 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
     const client = (transaction as { session?: { client?: unknown } }).session?.client;
     if (!kinds.includes(library.drizzle) || !isQueryable(client))
       throw refused(dialect, `is a Drizzle transaction of ${kinds[0]}; this store joins Drizzle transactions on ${library.driver}`);
-    // Drizzle runs a transaction on one client of the driver (its session's), in BEGIN.
-    return work(client as Queryable<D>);
+    // Drizzle runs a transaction on one client of the driver (its session's), in BEGIN; it tells
+    // nothing of the transaction's end.
+    return work(client as Queryable<D>, UNTOLD);
   }
   // mysql2's callback connection (createConnection() from 'mysql2'): its promise() wrapper talks on it.
   if (dialect === 'mysql' && typeof (transaction as { promise?: unknown } | null)?.promise === 'function')
-    return work(promiseConnection(transaction) as Queryable<D>);
-  if (isQueryable(transaction)) return work(transaction as Queryable<D>);
+    return work(promiseConnection(transaction) as Queryable<D>, UNTOLD);
+  if (isQueryable(transaction)) return work(transaction as Queryable<D>, UNTOLD);
   throw refused(dialect, `is not a transaction this store can join (received ${describe(transaction)})`);
 }
 
@@ -83,6 +86,7 @@ interface KnexLike {
   (...args: unknown[]): unknown;
   isTransaction?: boolean;
   isCompleted(): boolean;
+  executionPromise?: Promise<unknown>;
   client: { driverName?: string; acquireConnection(): Promise<unknown> };
 }
 const isKnex = (value: unknown): value is KnexLike =>
@@ -180,7 +184,7 @@ export async function undoToSavepoint(connection: { query(sql: string): Promise<
     return error;
   } catch {
     return new Error(
-      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited: its statements may then have run on their own, outside it; see outbox.list()). Do not go on with it: run the whole transaction again.`,
+      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited: the release is then stored only if it committed after the release was written; see outbox.list()). Do not go on with it: run the whole transaction again.`,
       { cause: error },
     );
   }

@@ -26,6 +26,8 @@ const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: un
 /** Creates a store that keeps rows in a Map. Rows are copied in and out, as a database would. */
 export function createMemoryOutboxStore(): OutboxStore {
   const rows = new Map<number, MemoryRow>();
+  /** Every row's id, ascending (as they are given): a page after an id starts there, not at the first row. */
+  let ids: number[] = [];
   let lastId = 0;
   let lastDeliveredSeq = 0;
   let closed = false;
@@ -74,7 +76,20 @@ export function createMemoryOutboxStore(): OutboxStore {
   function insert(fields: Omit<MemoryRow, 'id'>): number {
     const id = ++lastId;
     open().set(id, { id, ...fields });
+    ids.push(id);
     return id;
+  }
+
+  /** Where the first id above `afterId` is in `ids`. */
+  function firstAfter(afterId: number): number {
+    let low = 0;
+    let high = ids.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((ids[middle] as number) <= afterId) low = middle + 1;
+      else high = middle;
+    }
+    return low;
   }
 
   const toStored = ({ deliveredSeq: _seq, historyOf: _of, ...row }: MemoryRow): StoredRow => ({ ...row });
@@ -190,9 +205,11 @@ export function createMemoryOutboxStore(): OutboxStore {
 
     list({ state, limit, id, panel, track, afterId }) {
       const listed: StoredRow[] = [];
-      for (const row of open().values()) {
-        if (listed.length >= limit) break;
-        const wanted = (state === undefined || row.state === state) && (id === undefined || row.id === id) && inScope(row, { panel });
+      const candidates = id === undefined ? ids : [id];
+      for (let at = afterId === undefined || id !== undefined ? 0 : firstAfter(afterId); at < candidates.length && listed.length < limit; at++) {
+        const row = open().get(candidates[at] as number);
+        if (row === undefined) continue;
+        const wanted = (state === undefined || row.state === state) && inScope(row, { panel });
         if (wanted && (track === undefined || row.remoteTrackId === track) && (afterId === undefined || row.id > afterId)) listed.push(toStored(row));
       }
       return listed;
@@ -252,12 +269,14 @@ export function createMemoryOutboxStore(): OutboxStore {
         const latestOfTrack = row.remoteTrackId === undefined ? undefined : latest.get(trackKey(row));
         if (mayPrune(row, latestOfTrack, deliveredBefore, deadBefore) && rows.delete(row.id)) deleted++;
       }
+      if (deleted > 0) ids = ids.filter((kept) => rows.has(kept));
       return { deleted, lastId: examined.at(-1)?.id, highestId };
     },
 
     close() {
       closed = true;
       rows.clear();
+      ids = [];
     },
   };
   return store;

@@ -1,13 +1,20 @@
 // Enqueueing on MySQL/MariaDB: in a transaction of its own, or inside the caller's open
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
+import { type MysqlGuardedWrites, mysqlGuardedWrites } from './caller-guards.js';
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
 import { run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, needsNewestDead, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
+import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
+
+/** MySQL's answer to `@@in_transaction`, which MariaDB has. */
+const ER_UNKNOWN_SYSTEM_VARIABLE = 1193;
+/** RELEASE SAVEPOINT once the transaction ended: the savepoint went with it. */
+const ER_SP_DOES_NOT_EXIST = 1305;
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -18,7 +25,8 @@ export interface MysqlEnqueueContext {
 
 export interface MysqlEnqueuer {
   alone(row: NewOutboxRow, now: number): Promise<EnqueueResult>;
-  inCallerTransaction(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult>;
+  /** `watch`: what the caller's library tells of its transaction's end (transaction-watch.ts). */
+  inCallerTransaction(connection: MysqlQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult>;
   /** The tables are known to exist (after migrate()): callers' transactions need not ask. */
   tableExists(): void;
   /** Resolves once no enqueue of this process is in progress. */
@@ -29,11 +37,14 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   let tableKnown = false;
   let savepoints = 0;
   const onConnection = connectionTurns<MysqlQueryable>();
+  const guarded = mysqlGuardedWrites(sql);
+  /** Whether the server has `@@in_transaction` (MariaDB; MySQL has not): asked once, through a caller's transaction. */
+  let guardable: boolean | undefined;
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
-  async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+  async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number, writes?: MysqlGuardedWrites): Promise<EnqueueResult> {
     const { panel, remoteTrackId: track } = row;
-    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now));
+    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now, writes));
     await run(connection, sql.lockTrack, [panel, track]);
     const [pending] = rowsOf(await run(connection, sql.newestPending, [panel, track]));
     const [delivered] = rowsOf(await run(connection, sql.latestDelivered, [panel, track]));
@@ -46,13 +57,34 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     };
     const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await run(connection, sql.newestDead, [panel, track]))[0] : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
-    if (plan.action === 'replace-pending') await run(connection, sql.replacePayload, [row.body, row.contentHash, now, plan.id]);
-    return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now) : undefined);
+    if (plan.action === 'replace-pending') {
+      const replaced = headerOf(await run(connection, writes?.replacePayload ?? sql.replacePayload, [row.body, row.contentHash, now, plan.id]));
+      // Under the track's lock the pending row is there: only the guard can leave it as it was.
+      if (writes && Number(replaced.affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
+    }
+    return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now, writes) : undefined);
   }
 
-  async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<number> {
+  async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number, writes?: MysqlGuardedWrites): Promise<number> {
     const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now];
-    return Number(headerOf(await run(connection, sql.insertPending, values)).insertId);
+    const id = Number(headerOf(await run(connection, writes?.insertPending ?? sql.insertPending, values)).insertId);
+    if (writes && id === 0) throw new Error(OUTSIDE_TRANSACTION);
+    return id;
+  }
+
+  /** The guarded writes where the server can check a transaction is open (caller-guards.ts). */
+  async function guardedWrites(connection: MysqlQueryable): Promise<MysqlGuardedWrites | undefined> {
+    if (guardable === undefined) {
+      try {
+        await connection.query('SELECT @@in_transaction AS open');
+        guardable = true;
+      } catch (error) {
+        // MySQL: no such variable (an error that leaves the transaction as it was).
+        if ((error as { errno?: unknown }).errno !== ER_UNKNOWN_SYSTEM_VARIABLE) throw error;
+        guardable = false;
+      }
+    }
+    return guardable ? guarded : undefined;
   }
 
   /** Whether the tables exist, asked through the caller's connection (a CREATE there would commit their transaction). */
@@ -71,12 +103,15 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
    * caller's transaction is left as it was (usable), and the call rejects. A connection outside
    * START TRANSACTION is refused (each statement would commit on its own, outside the caller's work).
    */
-  async function enqueueInCallerTransaction(connection: MysqlQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+  async function enqueueInCallerTransaction(caller: MysqlQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult> {
+    // Each statement first asks the caller's library whether its transaction is still open.
+    const connection = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
     let status: number | undefined;
     try {
       status = headerOf(await connection.query(`SAVEPOINT ${savepoint}`)).serverStatus;
     } catch (error) {
+      if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
       throw new TypeError('panel-license-guard: `transaction` must be a mysql2 connection inside an open transaction (after START TRANSACTION).', {
         cause: error,
       });
@@ -85,16 +120,19 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     // one that has ended). Whatever the session's sql_mode, the values below travel apart from the SQL.
     if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0)
       throw new TypeError(
-        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows.',
+        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
       );
+    let written: EnqueueResult | undefined;
     try {
       await assertTableThrough(connection);
-      const result = await enqueueWith(connection, row, now);
+      written = await enqueueWith(connection, row, now, await guardedWrites(connection));
       await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
-      return result;
     } catch (error) {
+      // The savepoint is gone with the transaction: it ended.
+      if (endedUnder(error, watch) || (error as { errno?: unknown }).errno === ER_SP_DOES_NOT_EXIST) return endedEnqueue(watch, written, error);
       throw await undoToSavepoint(connection, savepoint, error);
     }
+    return afterLastStatement(watch, written as EnqueueResult);
   }
 
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
@@ -108,7 +146,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   return {
     alone: enqueueAlone,
     // Enqueues on one connection take turns: their statements would interleave on it.
-    inCallerTransaction: (connection, row, now) => onConnection(connection, () => enqueueInCallerTransaction(connection, row, now)),
+    inCallerTransaction: (connection, row, now, watch) => onConnection(connection, () => enqueueInCallerTransaction(connection, row, now, watch)),
     tableExists() {
       tableKnown = true;
     },

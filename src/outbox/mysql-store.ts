@@ -152,7 +152,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     enqueue(row, nowMs, enqueueOptions?: EnqueueOptions) {
       const transaction = enqueueOptions?.transaction;
       if (transaction === undefined) return enqueuer.alone(row, nowMs);
-      return onCallerTransaction(transaction, 'mysql', (connection) => enqueuer.inCallerTransaction(connection, row, nowMs));
+      return onCallerTransaction(transaction, 'mysql', (connection, watch) => enqueuer.inCallerTransaction(connection, row, nowMs, watch));
     },
     ...claims,
     settle,

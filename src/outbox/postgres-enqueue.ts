@@ -1,20 +1,30 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
+import { PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './caller-guards.js';
 import { undoToSavepoint } from './caller-transaction.js';
 import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueLease, EnqueueResult, NewOutboxRow } from './store.js';
+import { afterLastStatement, endedEnqueue, endedUnder, type TransactionWatch, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
 const MAX_REREADS = 10;
+/** PostgreSQL's answers to RELEASE SAVEPOINT once the transaction ended: none open, or no such savepoint in this one. */
+const SAVEPOINT_GONE = new Set(['25P01', '3B001']);
+
+/** An enqueue in a caller's transaction: the id of that transaction, which its writes check. */
+interface InCaller {
+  xid: string;
+}
 
 export interface PostgresEnqueuer {
   /** `lease`: see EnqueueLease (taken only by the one-statement insert of a new track). */
   alone(row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult>;
-  inCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult>;
+  /** `watch`: what the caller's library tells of its transaction's end (transaction-watch.ts). */
+  inCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult>;
   /** The table is known to exist (after migrate()): callers' transactions need not ask. */
   tableExists(): void;
   /** Resolves once no enqueue of this process is in progress. */
@@ -26,27 +36,33 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   let savepoints = 0;
   const onClient = connectionTurns<PgQueryable>();
   const freshInsert = createFreshInserts(pool, hot);
+  const guarded = pgGuardedWrites(hot);
 
   /**
    * No lock and no transaction of its own: a new or changed track is one INSERT; otherwise read
    * the track's rows, apply the rules, write only if they still hold. A unique index allows one pending row per track, so when another host (or an
    * open transaction, once it commits) got there first, the insert does nothing and we read again.
    */
-  async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult> {
+  async function enqueueWith(client: PgQueryable, row: NewOutboxRow, now: number, lease?: EnqueueLease, inCaller?: InCaller): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
-    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now));
+    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now, inCaller));
     // On its own, with the other enqueues of this turn (one statement); in a caller's transaction, alone.
     const fresh =
       client === pool
         ? await freshInsert({ ...row, remoteTrackId: track }, now, lease)
-        : num((await client.query(hot.insertIfNew, [track, row.body, row.contentHash, now, row.panel, null, null])).rows[0]?.id);
-    if (fresh === undefined) return enqueueByRules(client, { ...row, remoteTrackId: track }, now);
+        : num((await client.query(writes(inCaller).insertIfNew, [track, row.body, row.contentHash, now, row.panel, null, null, ...xid(inCaller)])).rows[0]?.id);
+    if (fresh === undefined) return enqueueByRules(client, { ...row, remoteTrackId: track }, now, inCaller);
     if (lease && client === pool) lease.taken(fresh);
     return enqueueResult({ action: 'insert' }, fresh);
   }
 
   /** Reads the track's rows, applies the rules and writes only if they still hold (no lock). */
-  async function enqueueByRules(client: PgQueryable, row: NewOutboxRow & { remoteTrackId: string }, now: number): Promise<EnqueueResult> {
+  async function enqueueByRules(
+    client: PgQueryable,
+    row: NewOutboxRow & { remoteTrackId: string },
+    now: number,
+    inCaller: InCaller | undefined,
+  ): Promise<EnqueueResult> {
     const track = row.remoteTrackId;
     for (let round = 0; round < MAX_REREADS; round++) {
       const found = (await client.query(hot.trackRows, [track, row.panel])).rows[0];
@@ -64,19 +80,25 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
         num(found?.dead_id),
       );
       if (plan.action === 'replace-pending') {
-        if ((await client.query(hot.replacePayload, [plan.id, row.body, row.contentHash, now])).rowCount === 1) return enqueueResult(plan, undefined);
+        const replaced = await client.query(writes(inCaller).replacePayload, [plan.id, row.body, row.contentHash, now, ...xid(inCaller)]);
+        if (replaced.rowCount === 1) return enqueueResult(plan, undefined);
         continue;
       }
       if (plan.action !== 'insert') return enqueueResult(plan, undefined);
-      const inserted = await insertPending(client, row, now);
+      const inserted = await insertPending(client, row, now, inCaller);
       if (inserted !== undefined) return enqueueResult(plan, inserted);
     }
     throw new Error(`panel-license-guard: track ${JSON.stringify(track)} kept changing while this release was enqueued (${MAX_REREADS} tries); try again.`);
   }
 
-  async function insertPending(client: PgQueryable, row: NewOutboxRow, now: number): Promise<number | undefined> {
-    return num((await client.query(hot.insertPending, [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel])).rows[0]?.id);
+  async function insertPending(client: PgQueryable, row: NewOutboxRow, now: number, inCaller: InCaller | undefined): Promise<number | undefined> {
+    const values = [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel, ...xid(inCaller)];
+    return num((await client.query(writes(inCaller).insertPending, values)).rows[0]?.id);
   }
+
+  /** In a caller's transaction, the writes that check they run in it (caller-guards.ts), and its id. */
+  const writes = (inCaller: InCaller | undefined): PgGuardedWrites => (inCaller === undefined ? hot : guarded);
+  const xid = (inCaller: InCaller | undefined): string[] => (inCaller === undefined ? [] : [inCaller.xid]);
 
   /** Whether the table exists, asked through the caller's client (no second connection). */
   async function assertTableThrough(client: PgQueryable): Promise<void> {
@@ -95,16 +117,23 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
    * take turns (their statements would interleave on its connection). A client outside BEGIN, or
    * in any isolation level but READ COMMITTED, is refused.
    */
-  async function enqueueInCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number): Promise<EnqueueResult> {
+  async function enqueueInCallerTransaction(caller: PgQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult> {
+    // Each statement first asks the caller's library whether its transaction is still open.
+    const client = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
     try {
       await client.query(`SAVEPOINT ${savepoint}`);
     } catch (error) {
-      throw new TypeError('panel-license-guard: `transaction` must be a pg client inside an open transaction (after BEGIN, and not aborted).', {
-        cause: error,
-      });
+      if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
+      throw new TypeError(
+        'panel-license-guard: `transaction` must be a pg client inside an open transaction (after BEGIN, and not aborted). Nothing was stored: it has none, or it already ended (an enqueue not awaited inside it?).',
+        { cause: error },
+      );
     }
+    let written: EnqueueResult | undefined;
     try {
+      // The transaction the savepoint was made in: each write checks it runs in that one.
+      const xid = String((await client.query(PG_TRANSACTION_ID)).rows[0]?.xid);
       const level = (await client.query("SELECT current_setting('transaction_isolation') AS level")).rows[0]?.level;
       // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
       // host just stored, and when the rules then decide nothing needs writing, no conflict is
@@ -114,12 +143,14 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
           `panel-license-guard: the outbox can only enqueue in a READ COMMITTED transaction (the default), not ${String(level).toUpperCase()}: its snapshot could miss a release another host just stored.`,
         );
       await assertTableThrough(client);
-      const result = await enqueueWith(client, row, now);
+      written = await enqueueWith(client, row, now, undefined, { xid });
       await client.query(`RELEASE SAVEPOINT ${savepoint}`);
-      return result;
     } catch (error) {
+      // The savepoint is gone with the transaction (no transaction, or another one): it ended.
+      if (endedUnder(error, watch) || SAVEPOINT_GONE.has(String((error as { code?: unknown }).code))) return endedEnqueue(watch, written, error);
       throw await undoToSavepoint(client, savepoint, error);
     }
+    return afterLastStatement(watch, written as EnqueueResult);
   }
 
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
@@ -134,7 +165,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
 
   return {
     alone: enqueueAlone,
-    inCallerTransaction: (client, row, now) => onClient(client, () => enqueueInCallerTransaction(client, row, now)),
+    inCallerTransaction: (client, row, now, watch) => onClient(client, () => enqueueInCallerTransaction(client, row, now, watch)),
     tableExists() {
       tableKnown = true;
     },

@@ -155,7 +155,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions, lease?: EnqueueLease) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
-        return onCallerTransaction(transaction, 'postgres', (client) => enqueuer.inCallerTransaction(client, row, nowMs));
+        return onCallerTransaction(transaction, 'postgres', (client, watch) => enqueuer.inCallerTransaction(client, row, nowMs, watch));
       }
       return enqueuer.alone(row, nowMs, lease);
     },

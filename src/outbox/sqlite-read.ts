@@ -1,5 +1,5 @@
 // Reading the SQLite outbox: rows as the OutboxStore interface returns them, and a read-only store.
-import type { SqliteDatabase } from './sqlite-driver.js';
+import type { SqliteDatabase, SqliteStatement } from './sqlite-driver.js';
 import { closeOutboxDatabase } from './sqlite-schema.js';
 import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from './store.js';
 
@@ -45,30 +45,84 @@ function toStoredRow(record: RowRecord): StoredRow {
   };
 }
 
+/** Which of list()'s filters are set: each set of them has its own statement. */
+interface ListFilters {
+  state: OutboxState | undefined;
+  panel: string | undefined;
+  track: string | undefined;
+  afterId: number | undefined;
+}
+
+function listKey({ state, panel, track, afterId }: ListFilters): string {
+  return [state, panel, track, afterId].map((value) => (value === undefined ? '-' : '+')).join('');
+}
+
+/**
+ * The SELECT of list() for a set of filters (`panelColumn`: `''` in a file older than v3). With a
+ * state, it reads the (state, id) index (v4) from `afterId` on: the rows of that state in id order,
+ * checking each one's panel and track (stored before the body), so a page never reads the rows of
+ * other states before it, nor any body but those it returns. With a panel and a track, it reads
+ * that track's rows (a few: its pending row, its deliveries until retention prunes them).
+ */
+export function listSql({ state, panel, track, afterId }: ListFilters, panelColumn = 'panel'): string {
+  const byTrack = panel !== undefined && track !== undefined;
+  const conditions = [
+    state === undefined ? '' : 'state = @state',
+    // The unary + keeps SQLite on the id order: through the panel's due index it would sort every
+    // row of the panel in that state, bodies and all, for one page.
+    panel === undefined ? '' : `${byTrack ? '' : '+'}${panelColumn} = @panel`,
+    track === undefined ? '' : `${byTrack ? '' : '+'}remote_track_id = @track`,
+    afterId === undefined ? '' : 'id > @afterId',
+  ].filter((condition) => condition !== '');
+  const where = conditions.length === 0 ? '' : `WHERE ${conditions.join(' AND ')}`;
+  return `SELECT * FROM release_outbox ${where} ORDER BY id LIMIT @limit`;
+}
+
 /** counts(), list() and the panel counts, shared by the writable and the read-only store. */
 export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 'list' | 'oldestPending' | 'panelCounts'> {
   // A file older than v3 (read-only) has no panel column: every row reads as unassigned ('').
   const hasPanel = (db.prepare("SELECT 1 AS found FROM pragma_table_info('release_outbox') WHERE name = 'panel'").get() as unknown) !== undefined;
   const panel = hasPanel ? 'panel' : "''";
-  const inScope = `(@panel IS NULL OR ${panel} = @panel)`;
-  const countsQuery = db.prepare(`SELECT state, COUNT(*) AS count FROM release_outbox WHERE ${inScope} GROUP BY state`);
-  const oldestQuery = db.prepare(`SELECT MIN(created_at) AS at FROM release_outbox WHERE state = 'pending' AND ${inScope}`);
-  const listQuery = db.prepare(`SELECT * FROM release_outbox WHERE (@state IS NULL OR state = @state) AND ${inScope}
-    AND (@track IS NULL OR remote_track_id = @track) AND (@afterId IS NULL OR id > @afterId) ORDER BY id LIMIT @limit`);
+  // Counts come from indexes alone (never a row's own page, whose body comes before its state).
+  const countsOfAll = db.prepare('SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state');
+  // Each state's rows of the panel, in the due index (the track index holds long track ids).
+  const countsOfPanel = db.prepare(
+    `SELECT state, COUNT(*) AS count FROM release_outbox WHERE state IN ('pending', 'delivered', 'dead') AND ${panel} = ? GROUP BY state`,
+  );
+  // The oldest pending row is the one with the lowest id (ids follow the order rows are stored
+  // in): found in an index, then its own row read for when it was stored.
+  const oldestOfAll = db.prepare(`SELECT created_at AS at FROM release_outbox WHERE state = 'pending' ORDER BY id LIMIT 1`);
+  const oldestOfPanel = db.prepare(
+    `SELECT created_at AS at FROM release_outbox WHERE id = (SELECT MIN(id) FROM release_outbox WHERE state = 'pending' AND ${panel} = ?)`,
+  );
+  const storedAt = db.prepare('SELECT created_at AS at FROM release_outbox WHERE id = ?');
+  // One statement per set of filters, each with only the conditions it needs: an `(@x IS NULL OR …)`
+  // form keeps SQLite off the indexes, and a scan reads every row's body (stored before `state`).
+  const listQueries = new Map<string, SqliteStatement>();
+  const listQuery = (filters: ListFilters) => {
+    const key = listKey(filters);
+    const known = listQueries.get(key);
+    if (known !== undefined) return known;
+    const query = db.prepare(listSql(filters, panel));
+    listQueries.set(key, query);
+    return query;
+  };
   const byId = db.prepare('SELECT * FROM release_outbox WHERE id = ?');
-  const panelCountsQuery = db.prepare(`SELECT ${panel} AS panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead,
-    MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldestPendingAt
-    FROM release_outbox WHERE state IN ('pending', 'dead') GROUP BY 1 ORDER BY pending DESC, dead DESC, 1 LIMIT ?`);
-  const scope = (given: { panel?: string | undefined } | undefined) => ({ panel: given?.panel ?? null });
+  // Per state, in the due index's order (state, panel): counted as read, with no sort of the rows
+  // (three times faster than both states grouped at once); the panels are then ranked here.
+  const panelsOf = db.prepare(`SELECT ${panel} AS panel, COUNT(*) AS count, MIN(id) AS oldestId FROM release_outbox WHERE state = ? GROUP BY 1`);
   return {
     counts(given) {
       const counts = Object.fromEntries(OUTBOX_STATES.map((state) => [state, 0])) as Record<OutboxState, number>;
-      for (const { state, count } of countsQuery.all(scope(given)) as { state: OutboxState; count: number }[]) counts[state] = count;
+      const only = given?.panel;
+      const rows = (only === undefined ? countsOfAll.all() : countsOfPanel.all(only)) as { state: OutboxState; count: number }[];
+      for (const { state, count } of rows) counts[state] = count;
       return counts;
     },
     oldestPending(given) {
-      const { at } = oldestQuery.get(scope(given)) as { at: number | null };
-      return at ?? undefined;
+      const only = given?.panel;
+      const oldest = (only === undefined ? oldestOfAll.get() : oldestOfPanel.get(only)) as { at: number } | undefined;
+      return oldest?.at;
     },
     list({ state, limit, id, panel: only, track, afterId }) {
       if (id !== undefined)
@@ -76,13 +130,24 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
           .map(toStoredRow)
           .filter((row) => (state === undefined || row.state === state) && (only === undefined || row.panel === only))
           .filter((row) => (track === undefined || row.remoteTrackId === track) && (afterId === undefined || row.id > afterId));
-      const filters = { track: track ?? null, afterId: afterId ?? null };
-      return (listQuery.all({ state: state ?? null, limit, ...scope({ panel: only }), ...filters }) as RowRecord[]).map(toStoredRow);
+      const filters = { state, panel: only, track, afterId };
+      const given = Object.fromEntries(Object.entries(filters).filter(([, value]) => value !== undefined));
+      return (listQuery(filters).all({ ...given, limit }) as RowRecord[]).map(toStoredRow);
     },
     panelCounts(limit) {
-      return (panelCountsQuery.all(limit) as { panel: string; pending: number; dead: number; oldestPendingAt: number | null }[]).map((counts) => ({
+      type Counted = { panel: string; count: number; oldestId: number };
+      const panels = new Map<string, { panel: string; pending: number; dead: number; oldestPendingId: number | undefined }>();
+      for (const state of ['pending', 'dead'] as const)
+        for (const { panel: id, count, oldestId } of panelsOf.all(state) as Counted[]) {
+          const counts = panels.get(id) ?? { panel: id, pending: 0, dead: 0, oldestPendingId: undefined };
+          counts[state] = count;
+          if (state === 'pending') counts.oldestPendingId = oldestId;
+          panels.set(id, counts);
+        }
+      const ranked = [...panels.values()].sort((a, b) => b.pending - a.pending || b.dead - a.dead || (a.panel < b.panel ? -1 : a.panel > b.panel ? 1 : 0));
+      return ranked.slice(0, limit).map(({ oldestPendingId, ...counts }) => ({
         ...counts,
-        oldestPendingAt: orUndefined(counts.oldestPendingAt),
+        oldestPendingAt: oldestPendingId === undefined ? undefined : (storedAt.get(oldestPendingId) as { at: number } | undefined)?.at,
       }));
     },
   };

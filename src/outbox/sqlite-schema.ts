@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
 
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 4;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
@@ -32,10 +32,17 @@ CREATE TABLE IF NOT EXISTS release_outbox (
 );
 `;
 
-/** Claims and tracks are per panel: pending rows by panel (a claim seeks from panel to panel), and a panel's tracks. */
-const PANEL_INDEXES = `
+/**
+ * Claims and tracks are per panel: pending rows by panel (a claim seeks from panel to panel), and a
+ * panel's tracks. Lists (v4) are by state in id order: a page reads the rows it shows, not every
+ * row of other states before them (a row's state is stored after its body, so a scan reads every
+ * body); with `created_at`, the oldest pending row is found in it alone. Rows are appended to it
+ * in id order, which keeps its cost to an enqueue small.
+ */
+const INDEXES = `
 CREATE INDEX IF NOT EXISTS release_outbox_panel_due ON release_outbox (state, panel, next_attempt_at, id);
 CREATE INDEX IF NOT EXISTS release_outbox_panel_track ON release_outbox (panel, remote_track_id, state, id);
+CREATE INDEX IF NOT EXISTS release_outbox_list ON release_outbox (state, id, created_at);
 `;
 
 const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEGER';
@@ -125,7 +132,7 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
         if (current === 0) db.exec(SCHEMA);
         if (current === 1) db.exec(MIGRATE_V1_TO_V2);
         if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
-        db.exec(PANEL_INDEXES);
+        db.exec(INDEXES);
         if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     }
