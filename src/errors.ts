@@ -247,3 +247,41 @@ export function asGuardError(error: unknown): LicenseGuardError {
   const message = error instanceof Error ? error.message : String(error);
   return new NetworkError(`The license check failed: ${message}`, error);
 }
+
+/**
+ * Thrown by a store's `settleMany()` when only some outcomes were recorded: `results[i]` is the
+ * result of the i-th outcome, or undefined when it was not recorded (the first failure is the
+ * `cause`). The worker records the undefined ones again, one at a time, and no others. A custom
+ * store may throw it too; any other error means nothing of the batch was recorded.
+ */
+export class PartialSettleError extends Error {
+  override name = 'PartialSettleError';
+  readonly code = 'PARTIAL_SETTLE';
+  readonly results: readonly ('applied' | 'superseded' | 'stale' | undefined)[];
+  constructor(results: readonly ('applied' | 'superseded' | 'stale' | undefined)[], cause: unknown) {
+    const missing = results.filter((result) => result === undefined).length;
+    super(`panel-license-guard: ${missing} of ${results.length} outcomes could not be recorded`, { cause });
+    this.results = results;
+  }
+}
+
+/** The console runs as many title searches as it allows at once: the page answers 503 and asks to try again. */
+export class ConsoleBusyError extends Error {
+  override name = 'ConsoleBusyError';
+  readonly code = 'CONSOLE_BUSY';
+  readonly status = 503;
+  constructor(running: number) {
+    super(`panel-license-guard: ${running} title searches are running on this instance already.`);
+  }
+}
+
+/** The command line was used wrongly (an unknown flag, a missing value): said with the command's usage. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+  readonly code = 'USAGE';
+  readonly usage: string | undefined;
+  constructor(message: string, usage?: string) {
+    super(message);
+    this.usage = usage;
+  }
+}

@@ -18,6 +18,7 @@ export {
   type OutboxDatabaseErrorCode,
   PanelDeliveryError,
   PanelHostError,
+  PartialSettleError,
   RedirectRefusedError,
   ResponseTooLargeError,
   ServerValidationError,
@@ -54,7 +55,6 @@ export {
   type ReleaseOutbox,
 } from './outbox/outbox.js';
 export type { RetentionOptions } from './outbox/retention.js';
-export { PartialSettleError } from './outbox/settle-each.js';
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
   ChangedRow,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PartialSettleError, settleEach } from '../src/outbox/settle-each.js';
+import { PartialSettleError } from '../src/errors.js';
+import { settleEach } from '../src/outbox/settle-each.js';
 import type { SettleRequest, SettleResult } from '../src/outbox/store.js';
 
 // settleMany() on PostgreSQL and MySQL records some outcomes one at a time; when some of those

@@ -1,6 +1,7 @@
 // `panel-license emulate`: the mother emulator as a standalone process, for demos and manual tests.
 import { createMotherEmulator, type EmulatorPanel } from '../emulator/emulator.js';
-import { EXIT, type Io, inCliWords, noPositionals, parseFlags, readJsonFile, UsageError } from './io.js';
+import { UsageError } from '../errors.js';
+import { EXIT, type Io, inCliWords, noPositionals, parseFlags, readJsonFile } from './io.js';
 
 const USAGE = `Usage: panel-license emulate [--port N] [--panels FILE]
 

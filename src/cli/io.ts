@@ -1,7 +1,9 @@
 // Shared plumbing of the CLI: exit codes, output sinks, usage errors, credential flags.
+
 import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { UsageError } from '../errors.js';
 import { closestName } from '../options.js';
 
 export const EXIT = { ok: 0, inactive: 1, usage: 2, unreachable: 3, running: -1 } as const;
@@ -15,14 +17,6 @@ export interface Io {
   isTTY: boolean;
   /** Terminal width, when on a terminal. */
   columns?: number | undefined;
-}
-
-export class UsageError extends Error {
-  readonly usage: string | undefined;
-  constructor(message: string, usage?: string) {
-    super(message);
-    this.usage = usage;
-  }
 }
 
 /** parseArgs that turns its errors into UsageError with the command's own usage text. */

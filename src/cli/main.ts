@@ -1,10 +1,11 @@
 // The `panel-license` command: check a license, run the emulator, push and inspect releases.
 
 import { createRequire } from 'node:module';
+import { UsageError } from '../errors.js';
 import { escapeControlsKeepLines } from '../text.js';
 import { runCheck } from './check.js';
 import { runEmulate } from './emulate.js';
-import { EXIT, type Io, UsageError } from './io.js';
+import { EXIT, type Io } from './io.js';
 import { runOutbox } from './outbox.js';
 import { runPush } from './push.js';
 

@@ -1,12 +1,12 @@
 // Where a CLI command finds the outbox: a SQLite file, or a PostgreSQL URL (`postgres://…`).
 import { existsSync } from 'node:fs';
+import { UsageError } from '../errors.js';
 import { describeError } from '../logger.js';
 import type { PgPool } from '../outbox/postgres-schema.js';
 import { postgresOutboxStore } from '../outbox/postgres-store.js';
 import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/postgres-url.js';
 import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxStore } from '../outbox/store.js';
-import { UsageError } from './io.js';
 
 /** `postgres:` or `postgresql:` however it goes on: a PostgreSQL location, never a file path. */
 const POSTGRES_SCHEME = /^postgres(ql)?:/i;

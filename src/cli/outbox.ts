@@ -1,9 +1,11 @@
 // `panel-license outbox`: list queued, delivered and dead releases; send dead ones again.
+
+import { UsageError } from '../errors.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { OutboxState } from '../outbox/store.js';
 import { shownPanel, validatePanelId } from '../panel-id.js';
 import { escapeControls, jsonLine } from '../text.js';
-import { EXIT, type Io, parseFlags, UsageError } from './io.js';
+import { EXIT, type Io, parseFlags } from './io.js';
 import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
 
 const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--panel ID] [--limit N] [--json] [--outbox FILE|URL]

@@ -1,9 +1,9 @@
 // `panel-license push FILE`: queues releases in the durable outbox and delivers them.
-import { InvalidReleaseError } from '../errors.js';
+import { InvalidReleaseError, UsageError } from '../errors.js';
 import { createReleaseOutbox } from '../outbox/outbox.js';
 import type { Release } from '../release.js';
 import { escapeControls, jsonLine } from '../text.js';
-import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile, UsageError } from './io.js';
+import { CONNECTION_FLAGS, CONNECTION_USAGE, clientFromFlags, EXIT, type Io, parseFlags, readJsonFile } from './io.js';
 import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
 import { createPushProgress } from './push-progress.js';
 

@@ -2,6 +2,7 @@
 // the outbox through their public API and the package's own instruments (as the metrics do), and
 // acts only through them: check now, retry a dead release, retry a panel's dead releases.
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { ConsoleBusyError } from '../errors.js';
 import type { LicenseGuard } from '../guard/guard-api.js';
 import { type GuardInstruments, TELEMETRY } from '../guard/telemetry.js';
 import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
@@ -13,7 +14,7 @@ import { escapeHtml, type PageContext, page } from './layout.js';
 import { type PanelsSource, panelPage, panelsList, panelsQuery, statusOf } from './panels-page.js';
 import { releasePage, releasesList, releasesQuery } from './releases-page.js';
 import { type Authorize, authorizing, csrfToken, pageHeaders, validAction } from './security.js';
-import { ConsoleBusyError, MAX_SEARCHES } from './slices.js';
+import { MAX_SEARCHES } from './slices.js';
 
 export interface LicenseConsoleOptions {
   /** The guard whose panels the console shows (one panel, or `panels` by host). @default none: no panels pages */

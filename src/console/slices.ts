@@ -2,6 +2,7 @@
 // slices small whatever the data (by rows, and so by bytes), one slice per turn of the event loop
 // for the whole process (however many pages read at once), and at most a few title searches at a
 // time (each bounded in rows and in time).
+import { ConsoleBusyError } from '../errors.js';
 import type { OutboxEntry, ReleaseOutbox } from '../outbox/outbox.js';
 import type { OutboxState } from '../outbox/store.js';
 import { MAX_RELEASE_BYTES } from '../release.js';
@@ -12,15 +13,6 @@ export const SLICE_BYTES = 256 * 1024;
 export const SLICE_ROWS = Math.max(1, Math.floor(SLICE_BYTES / MAX_RELEASE_BYTES));
 /** Title searches one process runs at once; another is answered 503 (Retry-After) until one ends. */
 export const MAX_SEARCHES = 2;
-
-/** Another title search would exceed MAX_SEARCHES: the page answers 503 and asks to try again. */
-export class ConsoleBusyError extends Error {
-  readonly status = 503;
-  constructor() {
-    super(`panel-license-guard: ${MAX_SEARCHES} title searches are running on this instance already.`);
-    this.name = 'ConsoleBusyError';
-  }
-}
 
 // Readers waiting for their next slice, served one per turn of the event loop, first come first.
 const waiting: (() => void)[] = [];
@@ -65,7 +57,7 @@ export function nextSlice(signal?: AbortSignal): Promise<void> {
 
 /** Runs `search` as one of at most MAX_SEARCHES title searches; throws ConsoleBusyError past that. */
 export async function asOneSearch<T>(search: () => Promise<T>): Promise<T> {
-  if (searches >= MAX_SEARCHES) throw new ConsoleBusyError();
+  if (searches >= MAX_SEARCHES) throw new ConsoleBusyError(MAX_SEARCHES);
   searches++;
   try {
     return await search();

@@ -1,7 +1,7 @@
 // Recording outcomes in batches (group commit): outcomes that arrive while a batch is being
 // written wait for it and go together in the next one, so a busy worker writes one statement (and
 // one commit) for many releases, and an idle one writes each outcome at once.
-import { PartialSettleError } from './settle-each.js';
+import { PartialSettleError } from '../errors.js';
 import type { ClaimedRow, DeliveryOutcome, OutboxStore, SettleRequest, SettleResult } from './store.js';
 
 /** The most outcomes written in one statement: bounds the statement's size and one failure's reach. */

@@ -2,23 +2,8 @@
 // A batch that fails part way (a connection lost after some outcomes committed) must not be
 // recorded again whole: an outcome recorded twice reads as 'stale' the second time (so its
 // `delivered` event was never emitted), and a payload replaced in flight got its history row twice.
+import { PartialSettleError } from '../errors.js';
 import type { SettleRequest, SettleResult } from './store.js';
-
-/**
- * Thrown by `settleMany()` when only some outcomes were recorded: `results[i]` is the result of
- * the i-th outcome, or undefined when it was not recorded (the first failure is the `cause`). The
- * worker records the undefined ones again, one at a time, and no others. A custom store may throw
- * it too; any other error means nothing of the batch was recorded.
- */
-export class PartialSettleError extends Error {
-  readonly results: readonly (SettleResult | undefined)[];
-  constructor(results: readonly (SettleResult | undefined)[], cause: unknown) {
-    const missing = results.filter((result) => result === undefined).length;
-    super(`panel-license-guard: ${missing} of ${results.length} outcomes could not be recorded`, { cause });
-    this.name = 'PartialSettleError';
-    this.results = results;
-  }
-}
 
 /**
  * Settles each request (`known[i]`, when given, is a result already recorded for the i-th, in one
