@@ -27,6 +27,24 @@ beforeAll(async () => {
       server_time: Math.floor(Date.now() / 1000),
     });
   });
+  // The same credentials in other spellings, that what shows a field would turn back into them:
+  // a percent-encoded logo host (a URL parser decodes and lower-cases it), upper case, a tab.
+  const percent = (text: string) => [...text].map((char) => `%${char.charCodeAt(0).toString(16)}`).join('');
+  const spelledSecret = 'sklivesecret0123456789';
+  mother.post('/spelled/license.php', (_req, res) => {
+    res.json({
+      ok: true,
+      active: false,
+      reason: `Suspended: ${spelledSecret.toUpperCase()}`,
+      panel: {
+        name: `Panel ${KEY.toUpperCase()}`,
+        custom_domain: `${spelledSecret.toUpperCase()}.example`,
+        subdomain: ` ${spelledSecret.toUpperCase()} `,
+        brand_logo_url: `https://${percent(spelledSecret)}.cdn.example/${spelledSecret.slice(0, 6)}\t${spelledSecret.slice(6)}.png`,
+      },
+      server_time: Math.floor(Date.now() / 1000),
+    });
+  });
   mother.post('/release.php', (_req, res) => {
     res.status(422).json({ ok: false, error: `Refused for ${ECHO}` });
   });
@@ -73,6 +91,28 @@ describe('licenseConsole() with a mother that echoes the credentials', () => {
       expect(guard.status().reason).toMatch(/^Suspended: key \[api key\]/);
     } finally {
       await outbox.close();
+      await guard.close();
+    }
+  });
+
+  it('drops a field that holds a credential in another spelling (case, percent-encoding, a tab), on the lock page too', async () => {
+    const secret = 'sklivesecret0123456789';
+    const guard = licenseGuard({ baseUrl: `${base}/spelled`, apiKey: KEY, apiSecret: secret, logger: silentLogger });
+    try {
+      await guard.start();
+      const app = express();
+      app.use('/ops', licenseConsole({ guard, authorize: () => true }));
+      app.use(guard);
+      const panels = await request(app).get('/ops/').expect(200);
+      const panel = await request(app)
+        .get(`/ops${/href="\/ops(\/panels\/[^"]+)"/.exec(panels.text)?.[1]}`)
+        .expect(200);
+      const lockPage = await request(app).get('/').set('Accept', 'text/html').expect(503);
+      const shown = [panels.text, panel.text, lockPage.text, JSON.stringify(lockPage.headers), JSON.stringify(guard.status())].join('\n').toLowerCase();
+      expect(shown).not.toContain(secret);
+      expect(shown).not.toContain(KEY);
+      expect(panel.text).toContain('[redacted]');
+    } finally {
       await guard.close();
     }
   });

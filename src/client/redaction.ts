@@ -21,18 +21,45 @@ export interface Redactor {
   field(text: string): string;
 }
 
+/** Percent-decoded (as a URL's host is), when it decodes. */
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * `text` as what shows it may turn it: whitespace gone (a URL parser drops tabs and newlines),
+ * percent-decoded twice, NFKC-mapped (full-width letters) and lower-cased (a host name, a
+ * case-insensitive reader). A credential found only in this form cannot be cut out in place.
+ */
+function folded(text: string): string {
+  return decoded(decoded(text.replace(/\s+/g, '')))
+    .normalize('NFKC')
+    .toLowerCase();
+}
+
 /** The redactor of one panel's credentials (longest first, so a secret holding the key is cut whole). */
 export function redactorFor(apiKey: string, apiSecret: string): Redactor {
   const credentials = [
     [apiSecret, '[api secret]'],
     [apiKey, '[api key]'],
   ].sort(([a], [b]) => (b as string).length - (a as string).length) as [string, string][];
+  const foldedCredentials = credentials.map(([value]) => folded(value));
   const cut = (visible: string) => credentials.reduce((text, [value, label]) => text.replaceAll(value, label), visible);
+  /** The text with the credentials cut out, or `[redacted]` whole when one hides in another spelling of it. */
+  const redacted = (text: string) => {
+    const visible = cut(cleanText(text, Number.POSITIVE_INFINITY) ?? '');
+    const spelled = folded(visible);
+    return foldedCredentials.some((value) => spelled.includes(value)) ? '[redacted]' : visible;
+  };
   return {
-    errorText: (text) => cut(cleanText(text, Number.POSITIVE_INFINITY) ?? '').replace(HEX_DIGEST, '[redacted]'),
+    errorText: (text) => redacted(text).replace(HEX_DIGEST, '[redacted]'),
     field(text) {
-      const visible = cleanText(text, Number.POSITIVE_INFINITY) ?? '';
-      return credentials.some(([value]) => visible.includes(value)) ? cut(visible) : text;
+      const spelled = folded(cleanText(text, Number.POSITIVE_INFINITY) ?? '');
+      return foldedCredentials.some((value) => spelled.includes(value)) ? redacted(text) : text;
     },
   };
 }
