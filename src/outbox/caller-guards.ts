@@ -49,21 +49,35 @@ export function pgGuardedWrites(hot: HotStatements): PgGuardedWrites {
 }
 
 /**
- * MariaDB (whose `@@in_transaction` says whether a transaction is open; MySQL has no such
- * variable): the writes do nothing outside a transaction, and the enqueue sees it (no row
- * inserted, none updated under the track's lock).
+ * MySQL and MariaDB have no id of the transaction a statement runs in, and `@@in_transaction`
+ * is true in the next user's transaction on a pooled connection as well. So the enqueue writes a
+ * marker row of its own (its random token, in the tracks table) right after its savepoint, and
+ * each write requires that marker: a row no other transaction can see while the caller's is
+ * open, gone if it rolled back. A write that runs after a ROLLBACK, on its own or in the next
+ * transaction on that connection, finds no marker and writes nothing; the enqueue sees it (no row
+ * inserted, none updated under the track's lock). The marker is deleted before the savepoint is
+ * released. Values of each guarded write: its own, then the marker's panel and token.
  */
 export interface MysqlGuardedWrites {
   insertPending: string;
   replacePayload: string;
+  /** Writes the marker (values: MARKER_PANEL, token). */
+  mark: string;
+  /** Deletes it again (the same values). */
+  unmark: string;
 }
 
-export function mysqlGuardedWrites(sql: MysqlStatements): MysqlGuardedWrites {
-  const insertPending = sql.insertPending.replace(
-    /VALUES \(([\s\S]*)\)\s*$/,
-    (_match, values: string) => `SELECT ${values} FROM DUAL WHERE @@in_transaction = 1`,
-  );
-  const replacePayload = `${sql.replacePayload} AND @@in_transaction = 1`;
+/** The marker rows' panel: never a panel of rows (those are in the outbox table), only of lock rows. */
+export const MARKER_PANEL = 'panel-license-guard:enqueue-marker';
+
+export function mysqlGuardedWrites(sql: MysqlStatements, tracks: string): MysqlGuardedWrites {
+  const marked = `EXISTS (SELECT 1 FROM ${tracks} WHERE panel = ? AND remote_track_id = ?)`;
+  const insertPending = sql.insertPending.replace(/VALUES \(([\s\S]*)\)\s*$/, (_match, values: string) => `SELECT ${values} FROM DUAL WHERE ${marked}`);
   if (insertPending === sql.insertPending) throw new Error('panel-license-guard: cannot guard insertPending: its SQL changed.');
-  return { insertPending, replacePayload };
+  return {
+    insertPending,
+    replacePayload: `${sql.replacePayload} AND ${marked}`,
+    mark: `INSERT INTO ${tracks} (panel, remote_track_id) VALUES (?, ?)`,
+    unmark: `DELETE FROM ${tracks} WHERE panel = ? AND remote_track_id = ?`,
+  };
 }

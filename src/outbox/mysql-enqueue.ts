@@ -1,7 +1,8 @@
 // Enqueueing on MySQL/MariaDB: in a transaction of its own, or inside the caller's open
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
-import { type MysqlGuardedWrites, mysqlGuardedWrites } from './caller-guards.js';
+import { randomBytes } from 'node:crypto';
+import { MARKER_PANEL, mysqlGuardedWrites } from './caller-guards.js';
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
 import { run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
@@ -11,8 +12,6 @@ import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
-/** MySQL's answer to `@@in_transaction`, which MariaDB has. */
-const ER_UNKNOWN_SYSTEM_VARIABLE = 1193;
 /** RELEASE SAVEPOINT once the transaction ended: the savepoint went with it. */
 const ER_SP_DOES_NOT_EXIST = 1305;
 
@@ -37,14 +36,13 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   let tableKnown = false;
   let savepoints = 0;
   const onConnection = connectionTurns<MysqlQueryable>();
-  const guarded = mysqlGuardedWrites(sql);
-  /** Whether the server has `@@in_transaction` (MariaDB; MySQL has not): asked once, through a caller's transaction. */
-  let guardable: boolean | undefined;
+  const guarded = mysqlGuardedWrites(sql, names.tracks);
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
-  async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number, writes?: MysqlGuardedWrites): Promise<EnqueueResult> {
+  async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<EnqueueResult> {
+    const writes = marker && guarded;
     const { panel, remoteTrackId: track } = row;
-    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now, writes));
+    if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now, marker));
     await run(connection, sql.lockTrack, [panel, track]);
     const [pending] = rowsOf(await run(connection, sql.newestPending, [panel, track]));
     const [delivered] = rowsOf(await run(connection, sql.latestDelivered, [panel, track]));
@@ -58,33 +56,20 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await run(connection, sql.newestDead, [panel, track]))[0] : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
     if (plan.action === 'replace-pending') {
-      const replaced = headerOf(await run(connection, writes?.replacePayload ?? sql.replacePayload, [row.body, row.contentHash, now, plan.id]));
+      const values = [row.body, row.contentHash, now, plan.id, ...(marker ?? [])];
+      const replaced = headerOf(await run(connection, writes?.replacePayload ?? sql.replacePayload, values));
       // Under the track's lock the pending row is there: only the guard can leave it as it was.
       if (writes && Number(replaced.affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
     }
-    return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now, writes) : undefined);
+    return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now, marker) : undefined);
   }
 
-  async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number, writes?: MysqlGuardedWrites): Promise<number> {
-    const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now];
-    const id = Number(headerOf(await run(connection, writes?.insertPending ?? sql.insertPending, values)).insertId);
-    if (writes && id === 0) throw new Error(OUTSIDE_TRANSACTION);
+  /** `marker`: in a caller's transaction, the enqueue's marker row (caller-guards.ts), which the insert requires. */
+  async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<number> {
+    const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now, ...(marker ?? [])];
+    const id = Number(headerOf(await run(connection, marker ? guarded.insertPending : sql.insertPending, values)).insertId);
+    if (marker && id === 0) throw new Error(OUTSIDE_TRANSACTION);
     return id;
-  }
-
-  /** The guarded writes where the server can check a transaction is open (caller-guards.ts). */
-  async function guardedWrites(connection: MysqlQueryable): Promise<MysqlGuardedWrites | undefined> {
-    if (guardable === undefined) {
-      try {
-        await connection.query('SELECT @@in_transaction AS open');
-        guardable = true;
-      } catch (error) {
-        // MySQL: no such variable (an error that leaves the transaction as it was).
-        if ((error as { errno?: unknown }).errno !== ER_UNKNOWN_SYSTEM_VARIABLE) throw error;
-        guardable = false;
-      }
-    }
-    return guardable ? guarded : undefined;
   }
 
   /** Whether the tables exist, asked through the caller's connection (a CREATE there would commit their transaction). */
@@ -123,14 +108,30 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
         'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
       );
     let written: EnqueueResult | undefined;
+    const marker = [MARKER_PANEL, randomBytes(16).toString('hex')] as const;
+    let marked = false;
     try {
       await assertTableThrough(connection);
-      written = await enqueueWith(connection, row, now, await guardedWrites(connection));
+      await run(connection, guarded.mark, marker);
+      // The savepoint still there says the marker went into the caller's transaction (a ROLLBACK
+      // in between takes the savepoint with it; the next transaction on the connection has none).
+      await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
+      await connection.query(`SAVEPOINT ${savepoint}`);
+      marked = true;
+      written = await enqueueWith(connection, row, now, marker);
+      await run(connection, guarded.unmark, marker);
       await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
     } catch (error) {
-      // The savepoint is gone with the transaction: it ended.
-      if (endedUnder(error, watch) || (error as { errno?: unknown }).errno === ER_SP_DOES_NOT_EXIST) return endedEnqueue(watch, written, error);
-      throw await undoToSavepoint(connection, savepoint, error);
+      // The savepoint is gone with the transaction: it ended. A marker written after that (on its
+      // own, or in the next transaction on the connection) is taken away again where it can be.
+      if (endedUnder(error, watch) || (error as { errno?: unknown }).errno === ER_SP_DOES_NOT_EXIST) {
+        await run(connection, guarded.unmark, marker).catch(() => {});
+        return endedEnqueue(watch, written, error);
+      }
+      const undone = await undoToSavepoint(connection, savepoint, error);
+      // The marker is older than the savepoint undone to: it goes on its own, if the transaction still can.
+      if (marked) await run(connection, guarded.unmark, marker).catch(() => {});
+      throw undone;
     }
     return afterLastStatement(watch, written as EnqueueResult);
   }

@@ -1,0 +1,88 @@
+// An enqueue left running (not awaited) when the caller rolls back, on a pooled connection the
+// app's next request then takes for a transaction of its own: nothing of it may be stored there.
+import { sql as drizzleSql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/mysql2';
+import mysql from 'mysql2/promise';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../src/emulator/emulator.js';
+import { MARKER_PANEL } from '../src/outbox/caller-guards.js';
+import { mysqlOutboxStore } from '../src/outbox/mysql-store.js';
+import { createReleaseOutbox } from '../src/outbox/outbox.js';
+import { clientFor, sleep, startEmulator } from './helpers.js';
+import { MYSQL_URL, mysqlAnswers, serviceAvailable } from './services.js';
+
+const haveMysql = serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers());
+let emulator: MotherEmulator;
+beforeAll(async () => {
+  emulator = await startEmulator();
+});
+afterAll(() => emulator.close());
+
+/** How long the caller waits before it rolls back: at once, a turn, 1 ms, 2 ms. */
+const pause = (run: number) => [Promise.resolve(), new Promise(setImmediate), sleep(1), sleep(2)][run % 4];
+
+describe.skipIf(!haveMysql)('enqueue({ transaction }) on MySQL/MariaDB, not awaited, then rolled back', () => {
+  it.each(['a mysql2 connection', 'Drizzle'] as const)('stores nothing in the next transaction on that connection (%s)', async (kind) => {
+    const table = `test_abandoned_${process.pid}_${kind === 'Drizzle' ? 'drizzle' : 'raw'}`;
+    const storePool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
+    // The app's pool: one connection, so its next request surely reuses the one rolled back.
+    const appPool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
+    const store = mysqlOutboxStore({ pool: storePool, table });
+    await store.migrate();
+    const outbox = createReleaseOutbox({ client: clientFor(emulator), store, pollIntervalMs: 50 });
+    const db = drizzle(appPool);
+    const resolved: number[] = [];
+    const nextRequest = async () => {
+      const other = await appPool.getConnection();
+      await other.beginTransaction();
+      await other.query('SELECT 1');
+      await sleep(5);
+      await other.commit();
+      other.release();
+    };
+    try {
+      await appPool.query(`CREATE TABLE IF NOT EXISTS ${table}_own (id INT AUTO_INCREMENT PRIMARY KEY)`);
+      for (let run = 0; run < 12; run++) {
+        const release = { title: `Rolled back ${kind} ${run}`, remote_track_id: `t-${run}` };
+        const noted = (enqueue: Promise<{ id: number }>) =>
+          void enqueue.then(
+            ({ id }) => resolved.push(id),
+            () => {},
+          );
+        if (kind === 'Drizzle') {
+          await db
+            .transaction(async (tx) => {
+              noted(outbox.enqueue(release, { transaction: tx }));
+              await pause(run);
+              throw new Error('the upload failed');
+            })
+            .catch(() => {});
+          await db.transaction(async (tx) => {
+            await tx.execute(drizzleSql.raw(`INSERT INTO ${table}_own () VALUES ()`));
+            await sleep(5);
+          });
+        } else {
+          const connection = await appPool.getConnection();
+          await connection.beginTransaction();
+          noted(outbox.enqueue(release, { transaction: connection }));
+          await pause(run);
+          await connection.rollback();
+          connection.release();
+          await nextRequest();
+        }
+      }
+      await sleep(500);
+      expect(await outbox.list()).toEqual([]);
+      expect(emulator.releases.filter((r) => String(r.release.title).startsWith(`Rolled back ${kind}`))).toEqual([]);
+      expect(resolved).toEqual([]);
+      // No marker row is left behind either.
+      const [markers] = await storePool.query(`SELECT COUNT(*) AS n FROM ${table}_tracks WHERE panel = ?`, [MARKER_PANEL]);
+      expect(Number((markers as { n: number }[])[0]?.n)).toBe(0);
+    } finally {
+      await outbox.close();
+      await appPool.query(`DROP TABLE IF EXISTS ${table}_own`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+      await Promise.all([storePool.end(), appPool.end()]);
+    }
+  });
+});
