@@ -1,9 +1,9 @@
 import type { Server } from 'node:http';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../src/console.js';
 import { type LicenseGuard, licenseGuard } from '../src/index.js';
+import { longestBlock } from './helpers.js';
 
 // The panels pages with many panels in memory (panels.max goes up to a million): a page must
 // never hold the app's event loop for long however many there are. 20,000 panels, each with
@@ -18,21 +18,6 @@ let guard: LicenseGuard;
 let server: Server;
 let origin: string;
 const hostOf = (i: number) => `p${i}.scale.example`;
-
-/** The longest the event loop was held (ms) while `work` ran. */
-async function longestBlock<T>(work: () => Promise<T>): Promise<{ ms: number; result: T }> {
-  const delay = monitorEventLoopDelay({ resolution: 1 });
-  delay.enable();
-  let result: T;
-  try {
-    result = await work();
-  } finally {
-    delay.disable();
-  }
-  const ms = delay.max / 1e6;
-  if (process.env.SHOW_BLOCKS) console.log(`longest block: ${ms.toFixed(1)} ms`);
-  return { ms, result };
-}
 
 const page = async (path: string) => {
   const response = await fetch(`${origin}/ops${path}`);

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_SEARCHES, SLICE_ROWS } from '../src/console/slices.js';
@@ -11,7 +10,7 @@ import { licenseConsole } from '../src/console.js';
 import { createReleaseOutbox, type Release, type ReleaseOutbox } from '../src/index.js';
 import { MAX_RELEASE_BYTES, serializeRelease } from '../src/release.js';
 import type { MotherEmulator } from '../src/testing.js';
-import { clientFor, startEmulator } from './helpers.js';
+import { clientFor, longestBlock, startEmulator } from './helpers.js';
 
 // The console runs inside the panel's own app: a page must never hold its event loop for more
 // than a few milliseconds, whatever the store and the data. Here the worst data enqueue() takes
@@ -42,21 +41,6 @@ function largest(i: number): Release {
     audio_url: url,
     cover_url: url,
   } as Release;
-}
-
-/** The longest the event loop was held (ms) while `work` ran. */
-async function longestBlock<T>(work: () => Promise<T>): Promise<{ ms: number; result: T }> {
-  const delay = monitorEventLoopDelay({ resolution: 1 });
-  delay.enable();
-  let result: T;
-  try {
-    result = await work();
-  } finally {
-    delay.disable();
-  }
-  const ms = delay.max / 1e6;
-  if (process.env.SHOW_BLOCKS) console.log(`longest block: ${ms.toFixed(1)} ms`);
-  return { ms, result };
 }
 
 const page = async (path: string) => {

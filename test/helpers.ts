@@ -1,4 +1,5 @@
 // Shared test fixtures: an emulator with one demo panel, and a client bound to it.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createMotherClient, type MotherClientOptions } from '../src/client/mother-client.js';
 import { createMotherEmulator, type EmulatorPanel, type MotherEmulator } from '../src/emulator/emulator.js';
 
@@ -44,4 +45,19 @@ export async function failure(promise: Promise<unknown>): Promise<Error> {
     return error as Error;
   }
   throw new Error('expected a rejection');
+}
+
+/** The longest the event loop was held (ms) while `work` ran. */
+export async function longestBlock<T>(work: () => Promise<T>): Promise<{ ms: number; result: T }> {
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  let result: T;
+  try {
+    result = await work();
+  } finally {
+    delay.disable();
+  }
+  const ms = delay.max / 1e6;
+  if (process.env.SHOW_BLOCKS) console.log(`longest block: ${ms.toFixed(1)} ms`);
+  return { ms, result };
 }
