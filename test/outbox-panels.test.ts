@@ -170,10 +170,12 @@ describe.each(stores)('createReleaseOutbox({ panels }) on %s', (_name, makeStore
     for (let i = 0; i < 20; i++) await outbox.enqueue({ title: `tenant-1 ${i}` }, { panel: 'tenant-1' });
     await waitFor(async () => (await outbox.stats({ panel: 'tenant-1' })).delivered === 20, "tenant-1's releases");
     await sleep(300);
-    // Backing off as a whole: a few probes, never every row failing on its own.
+    // Backing off as a whole: probes one release at a time, never every row failing on its own
+    // (that is 20 rows, each retried). How many probes fit depends on how long tenant-1 takes,
+    // which a loaded machine stretches: 12–13 were seen with both cores busy.
     const probes = second.requests.length;
     expect(probes).toBeGreaterThan(0);
-    expect(probes).toBeLessThan(12);
+    expect(probes).toBeLessThan(20);
     expect((await outbox.stats()).failingPanels).toBe(1);
     second.setFaults({});
     await drained(outbox);
