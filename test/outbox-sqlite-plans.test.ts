@@ -68,6 +68,13 @@ describe('createSqliteOutboxStore() reads', () => {
       // Without a state, rows are read in id order (every row of any state is one of the list),
       // checking a panel or a track stored before the body; with a state, through an index.
       if (sql.includes('state = @state')) expect(steps.join(' | '), context).toMatch(/^SEARCH release_outbox USING INDEX/);
+      // One filter with a state: its own index, the filter a key of the search (an attacker's
+      // review held the loop 371 ms with 200,000 delivered rows and a track found nowhere, as the
+      // statement walked the state's rows checking each one's track).
+      const onlyPanel = sql.includes('panel = @panel') && !sql.includes('@track');
+      const onlyTrack = sql.includes('remote_track_id = @track') && !sql.includes('@panel');
+      if (sql.includes('state = @state') && onlyPanel) expect(steps.join(' | '), context).toMatch(/\(state=\? AND panel=\?/);
+      if (sql.includes('state = @state') && onlyTrack) expect(steps.join(' | '), context).toMatch(/\(state=\? AND remote_track_id=\?/);
     }
   });
 

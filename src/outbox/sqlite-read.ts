@@ -59,19 +59,20 @@ function listKey({ state, panel, track, afterId }: ListFilters): string {
 
 /**
  * The SELECT of list() for a set of filters (`panelColumn`: `''` in a file older than v3). With a
- * state, it reads the (state, id) index (v4) from `afterId` on: the rows of that state in id order,
- * checking each one's panel and track (stored before the body), so a page never reads the rows of
- * other states before it, nor any body but those it returns. With a panel and a track, it reads
- * that track's rows (a few: its pending row, its deliveries until retention prunes them).
+ * state, it reads an index of that state in id order from `afterId` on — (state, id) (v4), or
+ * (state, panel, id) and (state, remote_track_id, id) with one filter (v5) — so a page reads the
+ * rows it returns and no other, whatever the table holds. With a panel and a track, it reads that
+ * track's rows (a few: its pending row, its deliveries until retention prunes them).
  */
 export function listSql({ state, panel, track, afterId }: ListFilters, panelColumn = 'panel'): string {
   const byTrack = panel !== undefined && track !== undefined;
+  // With a state, one filter reads its own index (v5) in id order. Without one, the unary + keeps
+  // SQLite on the id order: through an index it would sort every matching row, bodies and all.
+  const indexed = state !== undefined || byTrack;
   const conditions = [
     state === undefined ? '' : 'state = @state',
-    // The unary + keeps SQLite on the id order: through the panel's due index it would sort every
-    // row of the panel in that state, bodies and all, for one page.
-    panel === undefined ? '' : `${byTrack ? '' : '+'}${panelColumn} = @panel`,
-    track === undefined ? '' : `${byTrack ? '' : '+'}remote_track_id = @track`,
+    panel === undefined ? '' : `${indexed ? '' : '+'}${panelColumn} = @panel`,
+    track === undefined ? '' : `${indexed ? '' : '+'}remote_track_id = @track`,
     afterId === undefined ? '' : 'id > @afterId',
   ].filter((condition) => condition !== '');
   const where = conditions.length === 0 ? '' : `WHERE ${conditions.join(' AND ')}`;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
 
-const SCHEMA_VERSION = 4;
+const SCHEMA_VERSION = 5;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
@@ -37,12 +37,16 @@ CREATE TABLE IF NOT EXISTS release_outbox (
  * panel's tracks. Lists (v4) are by state in id order: a page reads the rows it shows, not every
  * row of other states before them (a row's state is stored after its body, so a scan reads every
  * body); with `created_at`, the oldest pending row is found in it alone. Rows are appended to it
- * in id order, which keeps its cost to an enqueue small.
+ * in id order, which keeps its cost to an enqueue small. A list of one panel's or one track's
+ * rows of a state (v5) reads its own index in id order: without it a page filtered by a panel
+ * with few rows, or a track found nowhere, walked every row of that state in one statement.
  */
 const INDEXES = `
 CREATE INDEX IF NOT EXISTS release_outbox_panel_due ON release_outbox (state, panel, next_attempt_at, id);
 CREATE INDEX IF NOT EXISTS release_outbox_panel_track ON release_outbox (panel, remote_track_id, state, id);
 CREATE INDEX IF NOT EXISTS release_outbox_list ON release_outbox (state, id, created_at);
+CREATE INDEX IF NOT EXISTS release_outbox_panel_list ON release_outbox (state, panel, id);
+CREATE INDEX IF NOT EXISTS release_outbox_track_list ON release_outbox (state, remote_track_id, id);
 `;
 
 const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEGER';
