@@ -223,3 +223,33 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() with an error text longer than i
       expect(long.startsWith(kept.slice(0, -1))).toBe(true);
     });
 });
+
+describe.skipIf(!haveMysql)('mysqlOutboxStore() when MariaDB’s EMPTY_STRING_IS_NULL is switched on after start-up', () => {
+  const EMPTY_STRING_IS_NULL_ON = "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',EMPTY_STRING_IS_NULL')";
+
+  it('still claims across panels, and scopes a read to the unassigned panel only', async () => {
+    const pool = newPool();
+    const store = mysqlOutboxStore({ pool, table: freshTable() });
+    const outbox = createReleaseOutbox({
+      store,
+      baseUrl: emulator.url,
+      panels: { resolve: async () => ({ apiKey: API_KEY, apiSecret: API_SECRET }) },
+      pollIntervalMs: 20,
+    });
+    try {
+      await outbox.enqueue(release('Before'), { panel: 'tenant-a' });
+      await waitFor(async () => (await outbox.stats({ panel: 'tenant-a' })).delivered === 1, 'the first delivery');
+      // MySQL has no such mode: the test speaks of MariaDB only.
+      const modes = await onEverySession(pool, SESSIONS, EMPTY_STRING_IS_NULL_ON).catch(() => undefined);
+      if (modes === undefined) return;
+      for (let i = 0; i < 5; i++) await outbox.enqueue(release(`After ${i}`), { panel: i % 2 === 0 ? 'tenant-a' : 'tenant-b' });
+      await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+      expect(await store.counts({ panel: 'tenant-b' })).toMatchObject({ pending: 0, delivered: 2 });
+      // '' is the panel of rows stored before rows recorded one: there are none (not "every row").
+      expect(await store.counts({ panel: '' })).toEqual({ pending: 0, delivered: 0, dead: 0 });
+      expect(await store.list({ state: undefined, limit: 10, panel: '' })).toEqual([]);
+    } finally {
+      await outbox.close();
+    }
+  });
+});

@@ -37,7 +37,8 @@ export function createMysqlClaims(sql: MysqlStatements, inTransaction: InTransac
         const { nowMs, exclude = [], after, maxPanels, skipPanels, limit } = request;
         // The ring of panels with pending rows (fair-claim.ts), read ahead in two queries.
         const wanted = maxPanels + skipPanels.length + 1;
-        const ring = rowsOf(await run(connection, sql.panelsAfter, [after, rowCount(wanted)])).map((r) => r.panel as string);
+        const first = after === '' ? run(connection, sql.panelsFirst, [rowCount(wanted)]) : run(connection, sql.panelsAfter, [after, rowCount(wanted)]);
+        const ring = rowsOf(await first).map((r) => r.panel as string);
         if (after !== '' && ring.length < wanted)
           ring.push(...rowsOf(await run(connection, sql.panelsUpTo, [after, rowCount(wanted - ring.length)])).map((r) => r.panel as string));
         const skip = new Set(skipPanels);

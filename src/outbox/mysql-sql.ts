@@ -17,6 +17,19 @@ export { claimedRow, num, orNull, storedRow } from './postgres-sql.js';
  * all hosts share (a host's own times become delays from it); `'outbox'`: the times the outbox
  * passes, for tests that simulate time. Every statement takes the host's now as its first value.
  */
+/**
+ * Which panel a read covers, without an empty string anywhere: MariaDB's EMPTY_STRING_IS_NULL,
+ * set on a pooled session, turns an empty literal or parameter into NULL, so the unassigned
+ * panel ('') is told by its length. Values (panelScope()): scoped, unassigned, the panel.
+ */
+const PANEL_SCOPE = '(? = 0 OR (? = 1 AND CHAR_LENGTH(panel) = 0) OR panel = ?)';
+
+/** The values of PANEL_SCOPE for `panel` (undefined: every panel). */
+export function panelScope(panel: string | undefined): [number, number, string | null] {
+  if (panel === undefined) return [0, 0, null];
+  return panel === '' ? [1, 1, null] : [1, 0, panel];
+}
+
 /** `(?, ?), (?, ?), …`: a pair of placeholders for each one of `marks` (`?, ?, …`). */
 const pairsOf = (marks: string) => marks.replaceAll('?', '(?, ?)');
 
@@ -62,7 +75,9 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     lease: withLists((ids) => `UPDATE ${t} SET lease_owner = ?, lease_expires_at = ${now} + ? WHERE id IN (${ids})`),
     // Panels with pending rows after a cursor, in id order (a loose scan of the due index).
     panelsAfter: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND panel > ? ORDER BY panel LIMIT ?`,
-    panelsUpTo: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND panel > '' AND panel <= ? ORDER BY panel LIMIT ?`,
+    // From the first panel (the cursor is '': no empty string is sent, see PANEL_SCOPE).
+    panelsFirst: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND CHAR_LENGTH(panel) > 0 ORDER BY panel LIMIT ?`,
+    panelsUpTo: `SELECT DISTINCT panel FROM ${t} WHERE state = 'pending' AND CHAR_LENGTH(panel) > 0 AND panel <= ? ORDER BY panel LIMIT ?`,
     // Each listed panel's first due rows, numbered in the order it would send them. Values: now,
     // now, panels, the excluded ids, limit; the caller keeps the first `limit` (1 for a probing panel).
     heads: withLists(
@@ -91,19 +106,19 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     recheck: withLists(
       (ids) => `SELECT id, state, body, content_hash FROM ${t} WHERE id IN (${ids}) AND (state <> 'pending' OR (id, content_hash) NOT IN (${pairsOf(ids)}))`,
     ),
-    deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?) ORDER BY id`,
+    deadRows: `SELECT id, panel, remote_track_id FROM ${t} WHERE state = 'dead' AND (? IS NULL OR id = ?) AND ${PANEL_SCOPE} ORDER BY id`,
     // rules.ts, mayRequeue: only the newest row of a track comes back (read under the track's lock).
     newerOfTrack: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND id > ? AND (history_of IS NULL OR history_of <> ?) LIMIT 1`,
     requeue: `UPDATE ${t} SET state = 'pending', attempts = 0, next_attempt_at = ${now}, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
       WHERE id = ? AND state = 'dead'`,
     // Adoption of rows stored without a panel (''): see the other stores.
-    supersededUnassigned: `SELECT old.id FROM ${t} AS old WHERE old.panel = '' AND old.state = 'pending' AND old.remote_track_id IS NOT NULL AND EXISTS (
+    supersededUnassigned: `SELECT old.id FROM ${t} AS old WHERE CHAR_LENGTH(old.panel) = 0 AND old.state = 'pending' AND old.remote_track_id IS NOT NULL AND EXISTS (
         SELECT 1 FROM ${t} AS theirs WHERE theirs.panel = ? AND theirs.remote_track_id = old.remote_track_id AND theirs.id > old.id)`,
     markSuperseded: withLists(
       (ids) =>
         `UPDATE ${t} SET state = 'dead', last_error = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id IN (${ids}) AND state = 'pending'`,
     ),
-    adopt: `UPDATE ${t} SET panel = ? WHERE panel = ''`,
+    adopt: `UPDATE ${t} SET panel = ? WHERE CHAR_LENGTH(panel) = 0`,
     // Retention (rules.ts, mayPrune), one id range at a time. MySQL cannot delete from a table a
     // subquery of the same statement reads, so the rows are chosen first, then deleted if still as chosen.
     pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM ${t} WHERE id > ? ORDER BY id LIMIT ?) AS examined) AS last_id, (SELECT MAX(id) FROM ${t}) AS highest_id`,
@@ -113,9 +128,9 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
           SELECT 1 FROM ${t} AS newer WHERE newer.panel = old.panel AND newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
             AND (COALESCE(newer.delivered_seq, 0) > COALESCE(old.delivered_seq, 0) OR (COALESCE(newer.delivered_seq, 0) = COALESCE(old.delivered_seq, 0) AND newer.id > old.id))))))`,
     prune: withLists((ids) => `DELETE FROM ${t} WHERE id IN (${ids}) AND ((state = 'dead' AND updated_at < ?) OR (state = 'delivered' AND updated_at < ?))`),
-    counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE (? IS NULL OR panel = ?) GROUP BY state`,
-    oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND (? IS NULL OR panel = ?)`,
-    list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND (? IS NULL OR panel = ?)
+    counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE ${PANEL_SCOPE} GROUP BY state`,
+    oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND ${PANEL_SCOPE}`,
+    list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND ${PANEL_SCOPE}
       AND (? IS NULL OR remote_track_id = ?) AND (? IS NULL OR id > ?) ORDER BY id LIMIT ?`,
     panelCounts: `SELECT panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead, MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at
       FROM ${t} WHERE state IN ('pending', 'dead') GROUP BY panel ORDER BY pending DESC, dead DESC, panel LIMIT ?`,

@@ -18,7 +18,7 @@ import {
   rowsOf,
   validIdentifier,
 } from './mysql-schema.js';
-import { mysqlStatements, num, orNull, storedRow } from './mysql-sql.js';
+import { mysqlStatements, num, orNull, panelScope, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
 import { settleEach } from './settle-each.js';
 import { explainedStore } from './sql-work.js';
@@ -174,17 +174,15 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     },
     async counts(scope) {
       const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
-      const panel = orNull(scope?.panel);
-      for (const r of rowsOf(await query(sql.counts, [panel, panel]))) counts[r.state as OutboxState] = Number(r.n);
+      for (const r of rowsOf(await query(sql.counts, panelScope(scope?.panel)))) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },
     async oldestPending(scope) {
-      const panel = orNull(scope?.panel);
-      return num(rowsOf(await query(sql.oldestPending, [panel, panel]))[0]?.at);
+      return num(rowsOf(await query(sql.oldestPending, panelScope(scope?.panel)))[0]?.at);
     },
     async list({ state, limit, id, panel, track, afterId }) {
-      const pairs = [state, id, panel, track, afterId].flatMap((value) => [orNull(value), orNull(value)]);
-      const values = [...pairs, rowCount(limit)];
+      const pair = (value: string | number | undefined) => [orNull(value), orNull(value)];
+      const values = [...pair(state), ...pair(id), ...panelScope(panel), ...pair(track), ...pair(afterId), rowCount(limit)];
       return rowsOf(await query(sql.list, values)).map(storedRow);
     },
     async panelCounts(limit) {
@@ -205,9 +203,8 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         return headerOf(await run(connection, sql.adopt, [panel])).affectedRows;
       }),
     async requeueDead(id, nowMs, scope) {
-      const panel = orNull(scope?.panel);
       let requeued = 0;
-      for (const dead of rowsOf(await query(sql.deadRows, [orNull(id), orNull(id), panel, panel]))) {
+      for (const dead of rowsOf(await query(sql.deadRows, [orNull(id), orNull(id), ...panelScope(scope?.panel)]))) {
         const track = dead.remote_track_id as string | null;
         requeued += await inTransaction(async (connection) => {
           if (track !== null) {
