@@ -253,3 +253,18 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() when MariaDB’s EMPTY_STRING_IS
     }
   });
 });
+
+describe.skipIf(!haveMysql)('mysqlOutboxStore() when a pooled session switches its character set after start-up', () => {
+  it('stores nothing through it (its text would be read as latin1), and says why', async () => {
+    const pool = newPool();
+    const store = mysqlOutboxStore({ pool, table: freshTable() });
+    const before = await store.enqueue(newRow('tenant-a', '{"title":"Café ☕"}', 'tr-é'), 1000);
+    await onEverySession(pool, SESSIONS, 'SET NAMES latin1');
+    await expect(store.enqueue(newRow('tenant-a', '{"title":"Zoë ☕"}', 'tr-ë'), 1000)).rejects.toThrow(/switched its character set after start-up/);
+    await expect(store.list({ state: undefined, limit: 10 })).rejects.toThrow(/switched its character set/);
+    await expect(store.claimDue({ panel: 'tenant-a', owner: 'me', limit: 5, nowMs: 2000, leaseMs: 60_000 })).rejects.toThrow(/switched its character set/);
+    // Read on a session of its own: only the release stored before, byte for byte.
+    const [rows] = await admin.query(`SELECT id, body, remote_track_id FROM ${PREFIX}_${tables}`);
+    expect(rows).toEqual([{ id: before.id, body: '{"title":"Café ☕"}', remote_track_id: 'tr-é' }]);
+  });
+});

@@ -17,6 +17,7 @@ import {
   privilegeError,
   rowsOf,
   validIdentifier,
+  withConnection,
 } from './mysql-schema.js';
 import { mysqlStatements, num, orNull, panelScope, storedRow } from './mysql-sql.js';
 import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
@@ -99,7 +100,8 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
   /** A statement on any of the pool's connections, its values apart from its text. */
   const query = async (text: string, values: readonly MysqlValue[]) => {
     await ready();
-    return run(pool, text, values);
+    // On a connection of its own (as pool.execute() takes one), checked like a transaction's.
+    return withConnection(pool, (connection) => run(connection, text, values));
   };
 
   const updateValues = (update: RowUpdate, nowMs: number, id: number): MysqlValue[] => {
