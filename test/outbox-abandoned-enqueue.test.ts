@@ -22,67 +22,71 @@ afterAll(() => emulator.close());
 const pause = (run: number) => [Promise.resolve(), new Promise(setImmediate), sleep(1), sleep(2)][run % 4];
 
 describe.skipIf(!haveMysql)('enqueue({ transaction }) on MySQL/MariaDB, not awaited, then rolled back', () => {
-  it.each(['a mysql2 connection', 'Drizzle'] as const)('stores nothing in the next transaction on that connection (%s)', async (kind) => {
-    const table = `test_abandoned_${process.pid}_${kind === 'Drizzle' ? 'drizzle' : 'raw'}`;
-    const storePool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
-    // The app's pool: one connection, so its next request surely reuses the one rolled back.
-    const appPool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
-    const store = mysqlOutboxStore({ pool: storePool, table });
-    await store.migrate();
-    const outbox = createReleaseOutbox({ client: clientFor(emulator), store, pollIntervalMs: 50 });
-    const db = drizzle(appPool);
-    const resolved: number[] = [];
-    const nextRequest = async () => {
-      const other = await appPool.getConnection();
-      await other.beginTransaction();
-      await other.query('SELECT 1');
-      await sleep(5);
-      await other.commit();
-      other.release();
-    };
-    try {
-      await appPool.query(`CREATE TABLE IF NOT EXISTS ${table}_own (id INT AUTO_INCREMENT PRIMARY KEY)`);
-      for (let run = 0; run < 12; run++) {
-        const release = { title: `Rolled back ${kind} ${run}`, remote_track_id: `t-${run}` };
-        const noted = (enqueue: Promise<{ id: number }>) =>
-          void enqueue.then(
-            ({ id }) => resolved.push(id),
-            () => {},
-          );
-        if (kind === 'Drizzle') {
-          await db
-            .transaction(async (tx) => {
-              noted(outbox.enqueue(release, { transaction: tx }));
-              await pause(run);
-              throw new Error('the upload failed');
-            })
-            .catch(() => {});
-          await db.transaction(async (tx) => {
-            await tx.execute(drizzleSql.raw(`INSERT INTO ${table}_own () VALUES ()`));
-            await sleep(5);
-          });
-        } else {
-          const connection = await appPool.getConnection();
-          await connection.beginTransaction();
-          noted(outbox.enqueue(release, { transaction: connection }));
-          await pause(run);
-          await connection.rollback();
-          connection.release();
-          await nextRequest();
+  it.each(['a mysql2 connection', 'Drizzle'] as const)(
+    'stores nothing in the next transaction on that connection (%s), however many enqueues wait their turn on it',
+    async (kind) => {
+      const table = `test_abandoned_${process.pid}_${kind === 'Drizzle' ? 'drizzle' : 'raw'}`;
+      const storePool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
+      // The app's pool: one connection, so its next request surely reuses the one rolled back.
+      const appPool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
+      const store = mysqlOutboxStore({ pool: storePool, table });
+      await store.migrate();
+      const outbox = createReleaseOutbox({ client: clientFor(emulator), store, pollIntervalMs: 50 });
+      const db = drizzle(appPool);
+      const resolved: number[] = [];
+      const nextRequest = async () => {
+        const other = await appPool.getConnection();
+        await other.beginTransaction();
+        await other.query('SELECT 1');
+        await sleep(5);
+        await other.commit();
+        other.release();
+      };
+      try {
+        await appPool.query(`CREATE TABLE IF NOT EXISTS ${table}_own (id INT AUTO_INCREMENT PRIMARY KEY)`);
+        for (let run = 0; run < 12; run++) {
+          // Three enqueues on the one transaction: the second and third wait for the first's turn.
+          const releases = [1, 2, 3].map((n) => ({ title: `Rolled back ${kind} ${run}.${n}`, remote_track_id: `t-${run}-${n}` }));
+          const noted = (enqueue: Promise<{ id: number }>) =>
+            void enqueue.then(
+              ({ id }) => resolved.push(id),
+              () => {},
+            );
+          if (kind === 'Drizzle') {
+            await db
+              .transaction(async (tx) => {
+                for (const release of releases) noted(outbox.enqueue(release, { transaction: tx }));
+                await pause(run);
+                throw new Error('the upload failed');
+              })
+              .catch(() => {});
+            await db.transaction(async (tx) => {
+              await tx.execute(drizzleSql.raw(`INSERT INTO ${table}_own () VALUES ()`));
+              await sleep(5);
+            });
+          } else {
+            const connection = await appPool.getConnection();
+            await connection.beginTransaction();
+            for (const release of releases) noted(outbox.enqueue(release, { transaction: connection }));
+            await pause(run);
+            await connection.rollback();
+            connection.release();
+            await nextRequest();
+          }
         }
+        await sleep(500);
+        expect(await outbox.list()).toEqual([]);
+        expect(emulator.releases.filter((r) => String(r.release.title).startsWith(`Rolled back ${kind}`))).toEqual([]);
+        expect(resolved).toEqual([]);
+        // No marker row is left behind either.
+        const [markers] = await storePool.query(`SELECT COUNT(*) AS n FROM ${table}_tracks WHERE panel = ?`, [MARKER_PANEL]);
+        expect(Number((markers as { n: number }[])[0]?.n)).toBe(0);
+      } finally {
+        await outbox.close();
+        await appPool.query(`DROP TABLE IF EXISTS ${table}_own`);
+        await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+        await Promise.all([storePool.end(), appPool.end()]);
       }
-      await sleep(500);
-      expect(await outbox.list()).toEqual([]);
-      expect(emulator.releases.filter((r) => String(r.release.title).startsWith(`Rolled back ${kind}`))).toEqual([]);
-      expect(resolved).toEqual([]);
-      // No marker row is left behind either.
-      const [markers] = await storePool.query(`SELECT COUNT(*) AS n FROM ${table}_tracks WHERE panel = ?`, [MARKER_PANEL]);
-      expect(Number((markers as { n: number }[])[0]?.n)).toBe(0);
-    } finally {
-      await outbox.close();
-      await appPool.query(`DROP TABLE IF EXISTS ${table}_own`);
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
-      await Promise.all([storePool.end(), appPool.end()]);
-    }
-  });
+    },
+  );
 });

@@ -2,6 +2,7 @@
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
 import { randomBytes } from 'node:crypto';
+import { type CallerChain, callerChains } from './caller-chains.js';
 import { MARKER_PANEL, mysqlGuardedWrites } from './caller-guards.js';
 import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
 import { run } from './mysql-params.js';
@@ -36,6 +37,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   let tableKnown = false;
   let savepoints = 0;
   const onConnection = connectionTurns<MysqlQueryable>();
+  const chains = callerChains<MysqlQueryable>();
   const guarded = mysqlGuardedWrites(sql, names.tracks);
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
@@ -88,7 +90,16 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
    * caller's transaction is left as it was (usable), and the call rejects. A connection outside
    * START TRANSACTION is refused (each statement would commit on its own, outside the caller's work).
    */
-  async function enqueueInCallerTransaction(caller: MysqlQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult> {
+  async function enqueueInCallerTransaction(
+    caller: MysqlQueryable,
+    row: NewOutboxRow,
+    now: number,
+    watch: TransactionWatch,
+    chain: CallerChain,
+  ): Promise<EnqueueResult> {
+    // An earlier enqueue of this chain found the caller's transaction ended: this one's turn came
+    // after it, on a connection that may be the next request's now.
+    if (chain.ended !== undefined) return endedEnqueue<EnqueueResult>(watch, undefined, chain.ended);
     // Each statement first asks the caller's library whether its transaction is still open.
     const connection = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
@@ -103,37 +114,52 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     }
     // Through Kysely the answer carries no server status: its transaction is open (Kysely refuses
     // one that has ended). Whatever the session's sql_mode, the values below travel apart from the SQL.
-    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0)
+    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
+      chain.ended = new Error('no open transaction');
       throw new TypeError(
         'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
       );
+    }
     let written: EnqueueResult | undefined;
-    const marker = [MARKER_PANEL, randomBytes(16).toString('hex')] as const;
-    let marked = false;
+    // The chain's marker: proved by its first enqueue, required by every later one's writes.
+    const marker = chain.marker ?? ([MARKER_PANEL, randomBytes(16).toString('hex')] as const);
     try {
       await assertTableThrough(connection);
-      await run(connection, guarded.mark, marker);
-      // The savepoint still there says the marker went into the caller's transaction (a ROLLBACK
-      // in between takes the savepoint with it; the next transaction on the connection has none).
-      await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
-      await connection.query(`SAVEPOINT ${savepoint}`);
-      marked = true;
+      if (chain.marker === undefined) {
+        await run(connection, guarded.mark, marker);
+        // The savepoint still there says the marker went into the caller's transaction (a ROLLBACK
+        // in between takes the savepoint with it; the next transaction on the connection has none).
+        await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
+        await connection.query(`SAVEPOINT ${savepoint}`);
+        chain.marker = marker;
+      }
       written = await enqueueWith(connection, row, now, marker);
-      await run(connection, guarded.unmark, marker);
+      // The chain's last enqueue takes the marker away, as a statement of its own (so the
+      // transaction's end is looked for after it, as after any other).
+      if (chain.waiting === 1) {
+        await run(connection, guarded.unmark, marker);
+        chain.marker = undefined;
+      }
       await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
     } catch (error) {
       // The savepoint is gone with the transaction: it ended. A marker written after that (on its
       // own, or in the next transaction on the connection) is taken away again where it can be.
       if (endedUnder(error, watch) || (error as { errno?: unknown }).errno === ER_SP_DOES_NOT_EXIST) {
+        chain.ended = error;
+        // What this enqueue wrote in the next transaction (its track's lock row), where it can.
+        await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
         await run(connection, guarded.unmark, marker).catch(() => {});
         return endedEnqueue(watch, written, error);
       }
-      const undone = await undoToSavepoint(connection, savepoint, error);
-      // The marker is older than the savepoint undone to: it goes on its own, if the transaction still can.
-      if (marked) await run(connection, guarded.unmark, marker).catch(() => {});
-      throw undone;
+      throw await undoToSavepoint(connection, savepoint, error);
     }
     return afterLastStatement(watch, written as EnqueueResult);
+  }
+
+  /** Leaves the chain; its last enqueue takes a marker still there away (after a refusal; in the caller's transaction, if it still can). */
+  async function leaveChain(caller: MysqlQueryable, chain: CallerChain, watch: TransactionWatch): Promise<void> {
+    if (!chains.leave(caller, chain) || chain.marker === undefined || chain.ended !== undefined) return;
+    await run(watched(caller, watch), guarded.unmark, chain.marker).catch(() => {});
   }
 
   // Enqueues of one track take turns in this process, so they apply in call order as in the other
@@ -147,7 +173,12 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   return {
     alone: enqueueAlone,
     // Enqueues on one connection take turns: their statements would interleave on it.
-    inCallerTransaction: (connection, row, now, watch) => onConnection(connection, () => enqueueInCallerTransaction(connection, row, now, watch)),
+    inCallerTransaction(connection, row, now, watch) {
+      // The chain is joined now, at call time: a turn that comes after the caller's transaction
+      // ended must not prove the next request's transaction instead (caller-chains.ts).
+      const chain = chains.join(connection);
+      return onConnection(connection, () => enqueueInCallerTransaction(connection, row, now, watch, chain).finally(() => leaveChain(connection, chain, watch)));
+    },
     tableExists() {
       tableKnown = true;
     },
