@@ -21,24 +21,34 @@ export interface Redactor {
   field(text: string): string;
 }
 
-/** Percent-decoded (as a URL's host is), when it decodes. */
+/**
+ * Every run of `%XX` escapes decoded, one run at a time, as a URL parser decodes a host: a stray
+ * `%` elsewhere (which makes decodeURIComponent give up on the whole text) changes nothing.
+ */
 function decoded(text: string): string {
+  return text.replace(/(?:%[0-9a-f]{2})+/gi, (run) => Buffer.from(run.replaceAll('%', ''), 'hex').toString('utf8'));
+}
+
+/** The text and, when it is a URL, what the URL parser makes of it (its host mapped as IDNA maps it: `ẞ` to `ss`). */
+function spellings(text: string): string[] {
   try {
-    return decodeURIComponent(text);
+    return [text, new URL(text).href];
   } catch {
-    return text;
+    return [text];
   }
 }
 
 /**
  * `text` as what shows it may turn it: whitespace gone (a URL parser drops tabs and newlines),
  * percent-decoded twice, NFKC-mapped (full-width letters) and lower-cased (a host name, a
- * case-insensitive reader). A credential found only in this form cannot be cut out in place.
+ * case-insensitive reader; `ß` as `ss`, as a host's mapping has it). A credential found only in
+ * this form cannot be cut out in place.
  */
 function folded(text: string): string {
   return decoded(decoded(text.replace(/\s+/g, '')))
     .normalize('NFKC')
-    .toLowerCase();
+    .toLowerCase()
+    .replaceAll('ß', 'ss');
 }
 
 /** The redactor of one panel's credentials (longest first, so a secret holding the key is cut whole). */
@@ -52,14 +62,14 @@ export function redactorFor(apiKey: string, apiSecret: string): Redactor {
   /** The text with the credentials cut out, or `[redacted]` whole when one hides in another spelling of it. */
   const redacted = (text: string) => {
     const visible = cut(cleanText(text, Number.POSITIVE_INFINITY) ?? '');
-    const spelled = folded(visible);
-    return foldedCredentials.some((value) => spelled.includes(value)) ? '[redacted]' : visible;
+    return holds(visible) ? '[redacted]' : visible;
   };
+  /** Whether any spelling of `text`, folded, holds a credential. */
+  const holds = (text: string) => spellings(text).some((spelling) => foldedCredentials.some((value) => folded(spelling).includes(value)));
   return {
     errorText: (text) => redacted(text).replace(HEX_DIGEST, '[redacted]'),
     field(text) {
-      const spelled = folded(cleanText(text, Number.POSITIVE_INFINITY) ?? '');
-      return foldedCredentials.some((value) => spelled.includes(value)) ? redacted(text) : text;
+      return holds(cleanText(text, Number.POSITIVE_INFINITY) ?? '') ? redacted(text) : text;
     },
   };
 }
