@@ -126,7 +126,9 @@ describe('a table written before rows recorded their panel', () => {
         seed.close();
         // Back to schema v2: no panel column.
         const db = new (loadSqliteDriver())(file);
-        db.exec('DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; DROP INDEX release_outbox_list');
+        db.exec(
+          'DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; DROP INDEX release_outbox_list; DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list',
+        );
         db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
         db.pragma('user_version = 2');
         db.close();
