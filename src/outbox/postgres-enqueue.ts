@@ -1,5 +1,6 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
+import { type CallerChain, callerChains } from './caller-chains.js';
 import { PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './caller-guards.js';
 import { undoToSavepoint } from './caller-transaction.js';
 import { createFreshInserts } from './postgres-fresh-inserts.js';
@@ -35,6 +36,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   let tableKnown = false;
   let savepoints = 0;
   const onClient = connectionTurns<PgQueryable>();
+  const chains = callerChains<PgQueryable, string>();
   const freshInsert = createFreshInserts(pool, hot);
   const guarded = pgGuardedWrites(hot);
 
@@ -117,13 +119,23 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
    * take turns (their statements would interleave on its connection). A client outside BEGIN, or
    * in any isolation level but READ COMMITTED, is refused.
    */
-  async function enqueueInCallerTransaction(caller: PgQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult> {
+  async function enqueueInCallerTransaction(
+    caller: PgQueryable,
+    row: NewOutboxRow,
+    now: number,
+    watch: TransactionWatch,
+    chain: CallerChain<string>,
+  ): Promise<EnqueueResult> {
+    // An earlier enqueue of this chain found the caller's transaction ended: this one's turn came
+    // after it, on a client that may be the next request's now (caller-chains.ts).
+    if (chain.ended !== undefined) return endedEnqueue<EnqueueResult>(watch, undefined, chain.ended);
     // Each statement first asks the caller's library whether its transaction is still open.
     const client = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
     try {
       await client.query(`SAVEPOINT ${savepoint}`);
     } catch (error) {
+      chain.ended = error;
       if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
       throw new TypeError(
         'panel-license-guard: `transaction` must be a pg client inside an open transaction (after BEGIN, and not aborted). Nothing was stored: it has none, or it already ended (an enqueue not awaited inside it?).',
@@ -132,8 +144,10 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     }
     let written: EnqueueResult | undefined;
     try {
-      // The transaction the savepoint was made in: each write checks it runs in that one.
-      const xid = String((await client.query(PG_TRANSACTION_ID)).rows[0]?.xid);
+      // The transaction the chain's first savepoint was made in: each write checks it runs in
+      // that one (a later turn of the chain may come in the next request's transaction).
+      const xid = chain.marker ?? String((await client.query(PG_TRANSACTION_ID)).rows[0]?.xid);
+      chain.marker = xid;
       const level = (await client.query("SELECT current_setting('transaction_isolation') AS level")).rows[0]?.level;
       // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
       // host just stored, and when the rules then decide nothing needs writing, no conflict is
@@ -147,7 +161,10 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
       await client.query(`RELEASE SAVEPOINT ${savepoint}`);
     } catch (error) {
       // The savepoint is gone with the transaction (no transaction, or another one): it ended.
-      if (endedUnder(error, watch) || SAVEPOINT_GONE.has(String((error as { code?: unknown }).code))) return endedEnqueue(watch, written, error);
+      if (endedUnder(error, watch) || SAVEPOINT_GONE.has(String((error as { code?: unknown }).code))) {
+        chain.ended = error;
+        return endedEnqueue(watch, written, error);
+      }
       throw await undoToSavepoint(client, savepoint, error);
     }
     return afterLastStatement(watch, written as EnqueueResult);
@@ -165,7 +182,12 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
 
   return {
     alone: enqueueAlone,
-    inCallerTransaction: (client, row, now, watch) => onClient(client, () => enqueueInCallerTransaction(client, row, now, watch)),
+    inCallerTransaction(client, row, now, watch) {
+      // Joined at call time: a turn that comes after the caller's transaction ended must not
+      // take the next request's transaction for it (caller-chains.ts).
+      const chain = chains.join(client);
+      return onClient(client, () => enqueueInCallerTransaction(client, row, now, watch, chain).finally(() => chains.leave(client, chain)));
+    },
     tableExists() {
       tableKnown = true;
     },
