@@ -3,7 +3,7 @@ import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../src/console.js';
 import { type LicenseGuard, licenseGuard } from '../src/index.js';
-import { longestBlock } from './helpers.js';
+import { listenLocal, longestBlock } from './helpers.js';
 
 // The panels pages with many panels in memory (panels.max goes up to a million): a page must
 // never hold the app's event loop for long however many there are. 20,000 panels, each with
@@ -46,9 +46,7 @@ beforeAll(async () => {
     );
   for (let i = 0; i < PANELS; i += 500) await Promise.all(Array.from({ length: 500 }, (_, k) => visit(hostOf(i + k))));
   const app = express().use('/ops', licenseConsole({ guard, authorize: () => true }));
-  server = app.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  ({ server, origin } = await listenLocal(app));
 }, 120_000);
 afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));

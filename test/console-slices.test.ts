@@ -10,7 +10,7 @@ import { licenseConsole } from '../src/console.js';
 import { createReleaseOutbox, type Release, type ReleaseOutbox } from '../src/index.js';
 import { MAX_RELEASE_BYTES, serializeRelease } from '../src/release.js';
 import type { MotherEmulator } from '../src/testing.js';
-import { clientFor, longestBlock, startEmulator } from './helpers.js';
+import { clientFor, listenLocal, longestBlock, startEmulator } from './helpers.js';
 
 // The console runs inside the panel's own app: a page must never hold its event loop for more
 // than a few milliseconds, whatever the store and the data. Here the worst data enqueue() takes
@@ -53,9 +53,7 @@ beforeAll(async () => {
   outbox = createReleaseOutbox({ client: clientFor(mother), file: join(dir, 'outbox.db'), autoStart: false });
   for (let i = 1; i <= RELEASES; i += 200) await Promise.all(Array.from({ length: Math.min(200, RELEASES + 1 - i) }, (_, k) => outbox.enqueue(largest(i + k))));
   const app = express().use('/ops', licenseConsole({ outbox, authorize: () => true }));
-  server = app.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  ({ server, origin } = await listenLocal(app));
 }, 120_000);
 afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));

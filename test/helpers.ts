@@ -1,4 +1,5 @@
 // Shared test fixtures: an emulator with one demo panel, and a client bound to it.
+import type { Server } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createMotherClient, type MotherClientOptions } from '../src/client/mother-client.js';
 import { createMotherEmulator, type EmulatorPanel, type MotherEmulator } from '../src/emulator/emulator.js';
@@ -60,4 +61,11 @@ export async function longestBlock<T>(work: () => Promise<T>): Promise<{ ms: num
   const ms = delay.max / 1e6;
   if (process.env.SHOW_BLOCKS) console.log(`longest block: ${ms.toFixed(1)} ms`);
   return { ms, result };
+}
+
+/** Listens with `app` on a free port of 127.0.0.1; resolves with the server and its origin. */
+export async function listenLocal(app: { listen(port: number, host: string): Server }): Promise<{ server: Server; origin: string }> {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  return { server, origin: `http://127.0.0.1:${(server.address() as { port: number }).port}` };
 }
