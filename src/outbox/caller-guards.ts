@@ -6,19 +6,21 @@
 // the library's ROLLBACK may reach the connection between any two of them.
 import type { MysqlStatements } from './mysql-sql.js';
 import type { HotStatements } from './postgres-sql.js';
-import { OUTSIDE_TRANSACTION } from './transaction-watch.js';
 
 /**
- * PostgreSQL: true inside the transaction whose id is `$n` (txid_current() read in it, after the
- * enqueue's savepoint); anywhere else (a statement on its own, another transaction) it raises
- * OUTSIDE_TRANSACTION. The error's text is built from txid_current() so the planner never
- * evaluates it ahead of time.
+ * PostgreSQL: true inside the transaction whose id is `$n` (read in it when the enqueue's
+ * savepoint was made), false anywhere else: a statement on its own has no id yet, another
+ * transaction has another. False writes nothing and raises nothing — an error would abort the
+ * next request's transaction that a late statement landed in; the enqueue tells "not ours" from
+ * a conflict by asking PG_CURRENT_TRANSACTION.
  */
-const pgInTransaction = (n: number) =>
-  `(CASE WHEN txid_current() = $${n}::bigint THEN true ELSE (txid_current()::text || ': ${OUTSIDE_TRANSACTION.replaceAll("'", "''")}')::boolean END)`;
+const pgInTransaction = (n: number) => `txid_current_if_assigned() = $${n}::bigint`;
 
-/** Reads the id of the transaction the enqueue's savepoint was made in (the caller's). */
-export const PG_TRANSACTION_ID = 'SELECT txid_current()::text AS xid';
+/** Reads the id of the transaction the enqueue's savepoint was made in (assigning one), and its isolation level. */
+export const PG_TRANSACTION_ID = "SELECT txid_current()::text AS xid, current_setting('transaction_isolation') AS level";
+
+/** The same, without assigning an id to a transaction that has none (xid null then): for a transaction that may not be the caller's. */
+export const PG_CURRENT_TRANSACTION = "SELECT txid_current_if_assigned()::text AS xid, current_setting('transaction_isolation') AS level";
 
 type PgWrite = HotStatements['insertPending'];
 

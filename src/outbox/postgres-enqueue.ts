@@ -1,14 +1,14 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
 import { type CallerChain, callerChains } from './caller-chains.js';
-import { PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './caller-guards.js';
+import { PG_CURRENT_TRANSACTION, PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './caller-guards.js';
 import { undoToSavepoint } from './caller-transaction.js';
 import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueLease, EnqueueResult, NewOutboxRow } from './store.js';
-import { afterLastStatement, endedEnqueue, endedUnder, type TransactionWatch, watched } from './transaction-watch.js';
+import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
@@ -53,7 +53,10 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
       client === pool
         ? await freshInsert({ ...row, remoteTrackId: track }, now, lease)
         : num((await client.query(writes(inCaller).insertIfNew, [track, row.body, row.contentHash, now, row.panel, null, null, ...xid(inCaller)])).rows[0]?.id);
-    if (fresh === undefined) return enqueueByRules(client, { ...row, remoteTrackId: track }, now, inCaller);
+    if (fresh === undefined) {
+      await assertStillInCaller(client, inCaller);
+      return enqueueByRules(client, { ...row, remoteTrackId: track }, now, inCaller);
+    }
     if (lease && client === pool) lease.taken(fresh);
     return enqueueResult({ action: 'insert' }, fresh);
   }
@@ -84,6 +87,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
       if (plan.action === 'replace-pending') {
         const replaced = await client.query(writes(inCaller).replacePayload, [plan.id, row.body, row.contentHash, now, ...xid(inCaller)]);
         if (replaced.rowCount === 1) return enqueueResult(plan, undefined);
+        await assertStillInCaller(client, inCaller);
         continue;
       }
       if (plan.action !== 'insert') return enqueueResult(plan, undefined);
@@ -95,7 +99,21 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
 
   async function insertPending(client: PgQueryable, row: NewOutboxRow, now: number, inCaller: InCaller | undefined): Promise<number | undefined> {
     const values = [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel, ...xid(inCaller)];
-    return num((await client.query(writes(inCaller).insertPending, values)).rows[0]?.id);
+    const id = num((await client.query(writes(inCaller).insertPending, values)).rows[0]?.id);
+    if (id === undefined) await assertStillInCaller(client, inCaller);
+    return id;
+  }
+
+  /**
+   * After a guarded write that wrote nothing: was it refused because it ran outside the caller's
+   * transaction (then say the transaction ended, and issue nothing more on the client), or did
+   * another row get there first (then the rules run again)? A read: it changes nothing in
+   * whatever transaction it lands in.
+   */
+  async function assertStillInCaller(client: PgQueryable, inCaller: InCaller | undefined): Promise<void> {
+    if (inCaller === undefined) return;
+    const current = (await client.query(PG_CURRENT_TRANSACTION)).rows[0]?.xid;
+    if (current !== inCaller.xid) throw new Error(OUTSIDE_TRANSACTION);
   }
 
   /** In a caller's transaction, the writes that check they run in it (caller-guards.ts), and its id. */
@@ -132,8 +150,15 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     // Each statement first asks the caller's library whether its transaction is still open.
     const client = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
+    // The savepoint and the read of its transaction's id go out together: nothing the app sends on
+    // this client can come between them, so the id is that of the transaction holding the
+    // savepoint. A later turn of a chain reads without assigning an id (it may be in the next
+    // request's transaction) and must find the chain's.
+    const saved = client.query(`SAVEPOINT ${savepoint}`);
+    const current = client.query(chain.marker === undefined ? PG_TRANSACTION_ID : PG_CURRENT_TRANSACTION);
+    current.catch(() => {});
     try {
-      await client.query(`SAVEPOINT ${savepoint}`);
+      await saved;
     } catch (error) {
       chain.ended = error;
       if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
@@ -144,11 +169,12 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     }
     let written: EnqueueResult | undefined;
     try {
+      const { xid, level } = (await current).rows[0] ?? {};
       // The transaction the chain's first savepoint was made in: each write checks it runs in
-      // that one (a later turn of the chain may come in the next request's transaction).
-      const xid = chain.marker ?? String((await client.query(PG_TRANSACTION_ID)).rows[0]?.xid);
-      chain.marker = xid;
-      const level = (await client.query("SELECT current_setting('transaction_isolation') AS level")).rows[0]?.level;
+      // that one (a later turn of the chain may come in the next request's transaction, where
+      // its savepoint now stays, harmless: nothing more is sent there).
+      if (chain.marker !== undefined && xid !== chain.marker) throw new Error(OUTSIDE_TRANSACTION);
+      chain.marker = String(xid);
       // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
       // host just stored, and when the rules then decide nothing needs writing, no conflict is
       // ever raised: the release would be lost.
@@ -157,7 +183,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
           `panel-license-guard: the outbox can only enqueue in a READ COMMITTED transaction (the default), not ${String(level).toUpperCase()}: its snapshot could miss a release another host just stored.`,
         );
       await assertTableThrough(client);
-      written = await enqueueWith(client, row, now, undefined, { xid });
+      written = await enqueueWith(client, row, now, undefined, { xid: chain.marker });
       await client.query(`RELEASE SAVEPOINT ${savepoint}`);
     } catch (error) {
       // The savepoint is gone with the transaction (no transaction, or another one): it ended.
