@@ -4,7 +4,7 @@ import { createReleaseOutbox, type ReleaseOutbox } from '../src/outbox/outbox.js
 import type { OutboxStore } from '../src/outbox/store.js';
 import { mysqlTestStore, postgresTestStore, SERVERS, STORE_KINDS, type TestStore } from './four-stores.js';
 import { type LossyProxy, lossyProxy } from './lossy-proxy.js';
-import { enqueueTracks, gatedSender } from './worker-fakes.js';
+import { enqueueTracks, gatedSender, PANEL } from './worker-fakes.js';
 
 // An outcome whose commit succeeds but whose answer is lost (the connection drops after the
 // commit) is recorded again by the worker; the store must then say it holds that very outcome,
@@ -99,3 +99,66 @@ function mysqlOnceEach() {
     return true;
   };
 }
+
+describe.each(STORE_KINDS)('the outbox on the %s store, when the answer to recording a replaced payload’s delivery is lost', (_kind, create) => {
+  /**
+   * Sends v1 of one track; while it is in flight the artist uploads v2. The first record of an
+   * outcome commits and then fails as a dropped connection would; `meanwhile` runs between the two.
+   */
+  async function replacedInFlight(meanwhile: (store: OutboxStore) => Promise<void>) {
+    const test = create();
+    let lost = false;
+    const loseFirst =
+      <A extends unknown[], R>(record: (...args: A) => Promise<R> | R) =>
+      async (...args: A): Promise<R> => {
+        const results = await record(...args);
+        if (lost) return results;
+        lost = true;
+        await meanwhile(test.store);
+        throw Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+      };
+    const lossy: OutboxStore = Object.assign(Object.create(test.store) as OutboxStore, {
+      settle: loseFirst(test.store.settle.bind(test.store)),
+      settleMany: test.store.settleMany && loseFirst(test.store.settleMany.bind(test.store)),
+    });
+    const gate = gatedSender();
+    const outbox = createReleaseOutbox({ client: gate.sender, store: lossy, concurrency: 1, autoStart: false, logger: silent });
+    opened.push({ outbox, test, proxy: undefined });
+    const delivered: DeliveredEvent[] = [];
+    outbox.on('delivered', (event) => delivered.push(event));
+    await outbox.enqueue({ title: 'v1', remote_track_id: 'song' });
+    outbox.start();
+    await expect.poll(gate.active, { timeout: 5000 }).toBe(1);
+    expect((await outbox.enqueue({ title: 'v2', remote_track_id: 'song' })).deduplicated).toBe('replaced-pending');
+    gate.open();
+    return { outbox, lost: () => lost, sent: gate.bodies, delivered };
+  }
+  const titles = (bodies: string[]) => bodies.map((body) => (body.includes('"v1"') ? 'v1' : body.includes('"v2"') ? 'v2' : body));
+
+  it('records the delivery once and tells it once, then sends the newer payload', async () => {
+    const { outbox, lost, sent, delivered } = await replacedInFlight(async () => {});
+    await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    expect(lost()).toBe(true);
+    expect(titles(sent)).toEqual(['v1', 'v2']);
+    expect(delivered.map(({ releaseId, superseded }) => ({ releaseId, superseded }))).toEqual([
+      { releaseId: 1, superseded: true },
+      { releaseId: 2, superseded: false },
+    ]);
+    // Two deliveries of the track, not three: the history row of v1 is written once.
+    expect((await outbox.list({ state: 'delivered' })).map((row) => row.releaseId).sort()).toEqual([1, 2]);
+  });
+
+  it('still tells that delivery when another worker delivered the newer payload in between', async () => {
+    const { outbox, lost, sent, delivered } = await replacedInFlight(async (store) => {
+      const now = Date.now();
+      const [row] = await store.claimDue({ owner: 'another-worker', panel: PANEL, limit: 1, nowMs: now + 1, leaseMs: 30_000 });
+      if (row === undefined) throw new Error('the newer payload was due at once');
+      expect(await store.settle(row, 'another-worker', { kind: 'delivered', releaseId: 77 }, now + 1)).toBe('applied');
+    });
+    await outbox.drain({ signal: AbortSignal.timeout(10_000) });
+    expect(lost()).toBe(true);
+    expect(titles(sent)).toEqual(['v1']);
+    expect(delivered.map(({ releaseId, superseded }) => ({ releaseId, superseded }))).toEqual([{ releaseId: 1, superseded: true }]);
+    expect((await outbox.list({ state: 'delivered' })).map((row) => row.releaseId).sort()).toEqual([1, 77]);
+  });
+});

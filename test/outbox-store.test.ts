@@ -489,7 +489,7 @@ describe.each(stores)('%s', (_name, create) => {
         ['retry', 'pending', 1, undefined, 'HTTP 503', undefined],
         ['dead', 'dead', 1, undefined, 'Missing release title.', A],
         ['v2', 'pending', 0, undefined, undefined, undefined],
-        ['v1', 'delivered', 1, 100, undefined, undefined],
+        ['v1', 'delivered', 1, 100, undefined, A],
       ]);
       expect(rows[2]?.nextAttemptAt).toBe(at + 500);
       expect(rows[1]?.deliveredAt).toBe(at);

@@ -1,6 +1,6 @@
 // An in-memory outbox store: same rules as the SQLite store, nothing survives the process (tests, demos).
 import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
-import { ADOPTION_SUPERSEDED, enqueueResult, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
+import { ADOPTION_SUPERSEDED, enqueueResult, mayBeRecordedHistory, mayPrune, mayRequeue, planEnqueue, planSettle, type RowUpdate } from './rules.js';
 import {
   type ClaimedRow,
   OUTBOX_STATES,
@@ -151,8 +151,19 @@ export function createMemoryOutboxStore(): OutboxStore {
     },
 
     settle(claim, owner, outcome, nowMs) {
-      const row = open().get(claim.id);
-      const plan = planSettle(row, claim, owner, outcome, nowMs);
+      const rows = open();
+      const row = rows.get(claim.id);
+      const recorded =
+        mayBeRecordedHistory(row, claim, owner, outcome) &&
+        [...rows.values()].some(
+          (other) =>
+            other.historyOf === claim.id &&
+            other.state === 'delivered' &&
+            other.contentHash === claim.contentHash &&
+            other.leaseOwner === owner &&
+            other.releaseId === outcome.releaseId,
+        );
+      const plan = planSettle(row, claim, owner, outcome, nowMs, recorded);
       if (plan.history) {
         const { body, contentHash, releaseId, attempts } = plan.history;
         insert({
@@ -165,7 +176,8 @@ export function createMemoryOutboxStore(): OutboxStore {
           nextAttemptAt: nowMs,
           lastError: undefined,
           releaseId,
-          leaseOwner: undefined,
+          // Who recorded it, as on any delivered row: a record retried after a lost answer finds it.
+          leaseOwner: owner,
           leaseExpiresAt: undefined,
           createdAt: nowMs,
           updatedAt: nowMs,

@@ -91,8 +91,12 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
       (ids) => `SELECT ${COLUMNS} FROM ${t} AS candidate WHERE candidate.id IN (${ids}) AND ${dueNow('candidate', now)} FOR UPDATE SKIP LOCKED`,
     ),
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = ? FOR UPDATE`,
-    insertDelivered: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-      VALUES (?, ?, ?, ?, 'delivered', ?, ?, ?, UUID_SHORT(), ?, ?, ?, ?)`,
+    // A payload delivered after its row took a newer one; it keeps who recorded it (the last value).
+    insertDelivered: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, lease_owner)
+      VALUES (?, ?, ?, ?, 'delivered', ?, ?, ?, UUID_SHORT(), ?, ?, ?, ?, ?)`,
+    // Whether that owner already recorded that delivery (rules.ts, mayBeRecordedHistory).
+    recordedHistory: `SELECT 1 FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'delivered'
+      AND history_of = ? AND content_hash = ? AND lease_owner = ? AND release_id <=> ? LIMIT 1`,
     // The outcome of an attempt; ends the lease (a delivered or dead row keeps who recorded it:
     // rules.ts, RowUpdate). Deliveries are ordered by UUID_SHORT(), which only grows on a server:
     // the highest of a track is what the mother holds. Values: state, attempts, next attempt

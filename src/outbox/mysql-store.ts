@@ -20,7 +20,7 @@ import {
   withConnection,
 } from './mysql-schema.js';
 import { mysqlStatements, num, orNull, panelScope, storedRow } from './mysql-sql.js';
-import { ADOPTION_SUPERSEDED, planSettle, type RowUpdate } from './rules.js';
+import { ADOPTION_SUPERSEDED, mayBeRecordedHistory, planSettle, type RowUpdate } from './rules.js';
 import { settleEach } from './settle-each.js';
 import { explainedStore } from './sql-work.js';
 import type { EnqueueOptions, OutboxState, OutboxStore, SettleRequest } from './store.js';
@@ -135,10 +135,15 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
         nextAttemptAt: Number(current.next_attempt_at),
         releaseId: num(current.release_id),
       };
-      const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
+      const recorded =
+        mayBeRecordedHistory(snapshot, claim, owner, outcome) &&
+        rowsOf(
+          await run(connection, sql.recordedHistory, [claim.panel, orNull(claim.remoteTrackId), claim.id, claim.contentHash, owner, orNull(outcome.releaseId)]),
+        ).length > 0;
+      const plan = planSettle(snapshot, claim, owner, outcome, nowMs, recorded);
       if (plan.history) {
         const { body, contentHash, attempts, releaseId } = plan.history;
-        const values = [claim.panel, orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, nowMs, nowMs, nowMs];
+        const values = [claim.panel, orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, nowMs, nowMs, nowMs, owner];
         await run(connection, sql.insertDelivered, values);
       }
       if (plan.update) await run(connection, sql.settle, updateValues(plan.update, nowMs, claim.id));

@@ -1,7 +1,7 @@
 // Settling an attempt on PostgreSQL: one compare-and-set UPDATE in the common case, the track's
 // lock only when a replaced payload adds a history row (or the row keeps changing).
 import { num, orNull, type PgStoreContext, type Row } from './postgres-sql.js';
-import { planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
+import { mayBeRecordedHistory, planSettle, type RowSnapshot, type RowUpdate } from './rules.js';
 import { settleEach } from './settle-each.js';
 import type { ClaimedRow, OutboxState, OutboxStore, SettleRequest, SettleResult } from './store.js';
 
@@ -50,7 +50,7 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
     for (let round = 0; round < MAX_REREADS; round++) {
       const snapshot = snapshotOf((await pool.query(hot.peek, [claim.id])).rows[0]);
       const plan = planSettle(snapshot, claim, owner, outcome, nowMs);
-      if (plan.history || !snapshot) break;
+      if (plan.history || !snapshot || mayBeRecordedHistory(snapshot, claim, owner, outcome)) break;
       if (!plan.update) return plan.result;
       const values = [...updateValues(claim, plan.update, nowMs), snapshot.contentHash, orNull(snapshot.leaseOwner), snapshot.nextAttemptAt];
       if ((await pool.query(hot.updateIfUnchanged, values)).rowCount === 1) return plan.result;
@@ -62,10 +62,16 @@ export function createPostgresSettle({ pool, names, sql, hot, ready, inTransacti
   function settleLocked(...[claim, owner, outcome, nowMs]: Parameters<OutboxStore['settle']>): Promise<SettleResult> {
     return inTransaction(async (client) => {
       if (claim.remoteTrackId !== undefined) await client.query(sql.lockTrack, [names.table, claim.panel, claim.remoteTrackId]);
-      const plan = planSettle(snapshotOf((await client.query(sql.snapshot, [claim.id])).rows[0]), claim, owner, outcome, nowMs);
+      const snapshot = snapshotOf((await client.query(sql.snapshot, [claim.id])).rows[0]);
+      const recorded =
+        mayBeRecordedHistory(snapshot, claim, owner, outcome) &&
+        (await client.query(sql.recordedHistory, [claim.panel, orNull(claim.remoteTrackId), claim.id, claim.contentHash, owner, orNull(outcome.releaseId)]))
+          .rowCount === 1;
+      const plan = planSettle(snapshot, claim, owner, outcome, nowMs, recorded);
       if (plan.history) {
         const { body, contentHash, attempts, releaseId } = plan.history;
-        await client.query(sql.insertDelivered, [orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, claim.panel]);
+        const values = [orNull(claim.remoteTrackId), body, contentHash, attempts, nowMs, orNull(releaseId), claim.id, claim.panel, owner];
+        await client.query(sql.insertDelivered, values);
       }
       if (plan.update) await client.query(sql.update, updateValues(claim, plan.update, nowMs));
       return plan.result;

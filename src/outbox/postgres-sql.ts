@@ -187,8 +187,12 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT array_agg(panel ORDER BY visit_order) FROM visit)`,
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1 FOR UPDATE`,
     peek: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1`,
-    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, panel)
-      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5, $8)`,
+    // A payload delivered after its row took a newer one; it keeps who recorded it ($9).
+    insertDelivered: `INSERT INTO ${t} (remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, panel, lease_owner)
+      VALUES ($1, $2, $3, 'delivered', $4, $5, $6, ${nextDelivery}, $7, $5, $5, $5, $8, $9)`,
+    // Whether that owner already recorded that delivery (rules.ts, mayBeRecordedHistory).
+    recordedHistory: `SELECT 1 FROM ${t} WHERE panel = $1 AND remote_track_id = $2 AND state = 'delivered'
+      AND history_of = $3 AND content_hash = $4 AND lease_owner = $5 AND release_id IS NOT DISTINCT FROM $6 LIMIT 1`,
     update: `UPDATE ${t} SET ${SETTLED} WHERE id = $1`,
     // Compare-and-set: applied only if the row is still as it was read ...
     updateIfUnchanged: `UPDATE ${t} SET ${SETTLED}

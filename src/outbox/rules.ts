@@ -129,12 +129,41 @@ function recordedBefore(current: RowSnapshot, claim: ClaimedRow, owner: string, 
 }
 
 /**
+ * Whether settling `outcome` must first learn if `owner` already recorded this claim's delivery as
+ * a history row: a delivery of a payload replaced in flight, on a row this owner no longer holds
+ * (recording it once cleared the lease; or another worker delivered the newer payload since). Only
+ * then can that record be a retry whose answer was lost; the store looks for a delivered row
+ * with `history_of` = the claim's id, the claim's content, `lease_owner` = owner and the outcome's
+ * `release_id`, and passes whether it found one to planSettle.
+ */
+export function mayBeRecordedHistory(
+  current: RowSnapshot | undefined,
+  claim: ClaimedRow,
+  owner: string,
+  outcome: DeliveryOutcome,
+): outcome is Extract<DeliveryOutcome, { kind: 'delivered' }> {
+  return outcome.kind === 'delivered' && current !== undefined && current.contentHash !== claim.contentHash && current.leaseOwner !== owner;
+}
+
+/** The delivery was recorded as history before, by this owner: nothing to write, and it is told as it was then. */
+const RECORDED_AS_HISTORY: SettlePlan = { result: 'superseded', update: undefined, history: undefined };
+
+/**
  * Decides how an attempt's outcome changes its row. The interesting case is a payload replaced
  * while the older one was in flight (`contentHash` differs from the claim's): the newer payload
  * must still reach the mother, so the row stays pending rather than taking the older outcome.
  */
-export function planSettle(current: RowSnapshot | undefined, claim: ClaimedRow, owner: string, outcome: DeliveryOutcome, nowMs: number): SettlePlan {
+export function planSettle(
+  current: RowSnapshot | undefined,
+  claim: ClaimedRow,
+  owner: string,
+  outcome: DeliveryOutcome,
+  nowMs: number,
+  /** When mayBeRecordedHistory: whether the store found that history row. */
+  recordedAsHistory = false,
+): SettlePlan {
   if (current === undefined) return STALE;
+  if (recordedAsHistory && mayBeRecordedHistory(current, claim, owner, outcome)) return RECORDED_AS_HISTORY;
   if (current.state !== 'pending') return recordedBefore(current, claim, owner, outcome) ? RECORDED : STALE;
   const sameContent = current.contentHash === claim.contentHash;
   const ours = current.leaseOwner === owner;

@@ -21,9 +21,13 @@ export const SQLITE_OUTBOX_SQL = {
   insertNewTrack: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
     SELECT @panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now, @owner, @until
     WHERE NOT EXISTS (SELECT 1 FROM release_outbox WHERE panel = @panel AND remote_track_id = @remoteTrackId)`,
+  // A payload delivered after its row took a newer one; it keeps who recorded it (@owner).
   insertDelivered: `INSERT INTO release_outbox
-    (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at)
-    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now)`,
+    (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id, delivered_seq, history_of, delivered_at, created_at, updated_at, lease_owner)
+    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'delivered', @attempts, @now, @releaseId, ${NEXT_DELIVERED_SEQ}, @historyOf, @now, @now, @now, @owner)`,
+  // Whether @owner already recorded that delivery (rules.ts, mayBeRecordedHistory).
+  recordedHistory: `SELECT 1 FROM release_outbox WHERE panel = @panel AND remote_track_id = @remoteTrackId AND state = 'delivered'
+    AND history_of = @historyOf AND content_hash = @contentHash AND lease_owner = @owner AND release_id IS @releaseId LIMIT 1`,
   // One panel's due rows, oldest due first; a track's newer pending row waits for its older one.
   due: `SELECT id, panel, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
     WHERE state = 'pending' AND panel = @panel AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)

@@ -1,7 +1,7 @@
 // The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions.
 import { optionError, optionNames, positiveInteger, rejectUnknownOptions, shown } from '../options.js';
 import { gatherHeads, panelRing, pickFairly } from './fair-claim.js';
-import { ADOPTION_SUPERSEDED, enqueueResult, needsNewestDead, planEnqueue, planSettle } from './rules.js';
+import { ADOPTION_SUPERSEDED, enqueueResult, mayBeRecordedHistory, needsNewestDead, planEnqueue, planSettle } from './rules.js';
 import type { SqliteStatement } from './sqlite-driver.js';
 import { sqliteGroupCommit } from './sqlite-group-commit.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
@@ -132,11 +132,21 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
       | { state: OutboxState; contentHash: string; leaseOwner: string | null; nextAttemptAt: number; releaseId: number | null }
       | undefined;
     const current = snapshot && { ...snapshot, leaseOwner: orUndefined(snapshot.leaseOwner), releaseId: orUndefined(snapshot.releaseId) };
-    const plan = planSettle(current, claim, owner, outcome, now);
     const remoteTrackId = orNull(claim.remoteTrackId);
     const { panel } = claim;
+    const recorded =
+      mayBeRecordedHistory(current, claim, owner, outcome) &&
+      statements.recordedHistory.get({
+        panel,
+        remoteTrackId,
+        historyOf: claim.id,
+        contentHash: claim.contentHash,
+        owner,
+        releaseId: orNull(outcome.releaseId),
+      }) !== undefined;
+    const plan = planSettle(current, claim, owner, outcome, now, recorded);
     if (plan.history)
-      statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), panel, remoteTrackId, historyOf: claim.id, now });
+      statements.insertDelivered.run({ ...plan.history, releaseId: orNull(plan.history.releaseId), panel, remoteTrackId, historyOf: claim.id, now, owner });
     if (plan.update) {
       const { lastError, releaseId, deliveredAt, leaseOwner, ...rest } = plan.update;
       statements.update.run({
