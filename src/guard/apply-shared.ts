@@ -1,7 +1,7 @@
 // Cluster mode: how a peer's record from the license store changes this instance's verdict.
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
-import { isAfter, sameCheck } from './check-order.js';
+import { isAfter } from './check-order.js';
 import type { LicenseMonitor } from './license-monitor.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
@@ -43,33 +43,39 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
 }
 
 /**
- * An active verdict the mother answered before the last answer this instance got itself (by the
- * mother's `server_time`, not the hosts' clocks): a replay of a record captured before a
- * revocation this instance verified. Within the same second of the mother's clock the check
- * order decides, as before; an active verdict without `server_time` cannot be placed and is not
- * adopted over one of our own that has it. A lock is always adopted: locking is the safe side,
- * and mother servers whose clocks disagree (or a clock stepped back) must not keep a revoked
- * panel open.
+ * An active verdict the mother answered before the last answer this instance got itself, or
+ * before the lock it holds (verified itself or taken from a peer) — by the mother's
+ * `server_time`, not the hosts' clocks: a replay of a record captured before a revocation, whose
+ * check stamp a host clock running ahead can put after the lock's. Within the same second of the
+ * mother's clock the check order decides, as before; an active verdict without `server_time`
+ * cannot be placed and is not adopted over one that has it. A lock is always adopted: locking is
+ * the safe side, and mother servers whose clocks disagree (or a clock stepped back) must not keep
+ * a revoked panel open.
  */
 function olderThanOwn(monitor: LicenseMonitor, verdict: LicenseResponse): boolean {
-  if (monitor.ownServerTime === 0 || !verdict.active) return false;
-  return verdict.server_time === undefined || verdict.server_time < monitor.ownServerTime;
+  if (!verdict.active) return false;
+  const held = monitor.entry.verdict;
+  const lockedAt = held !== undefined && !held.active ? (held.server_time ?? 0) : 0;
+  const since = Math.max(monitor.ownServerTime, lockedAt);
+  if (since === 0) return false;
+  return verdict.server_time === undefined || verdict.server_time < since;
 }
 
 /**
  * A lock ordered before what this instance holds (its writer's clock is behind ours, so its check
  * stamp is smaller) that the mother answered no earlier than the active verdict held here: taken.
  * The hosts' clocks disagree; the mother's `server_time` does not, and locking is the safe side.
- * (An old lock replayed after a re-activation is refused: the mother answered it earlier. So is
- * the very lock the check behind our active verdict started from — it was answered before that
- * check, in the same second — when a read begun before that verdict's announcement brings it late.)
+ * (An old lock replayed after a re-activation is refused: the mother answered it earlier. So are
+ * the lock the check behind our active verdict started from and every lock before it — answered
+ * before that check, maybe in the same second — whether a read begun before that verdict's
+ * announcement brings it late or someone replays it.)
  */
 function adoptLaterLock(monitor: LicenseMonitor, record: SharedVerdict): void {
   const { verdict, lastSuccessAt, successOrder } = record;
   const held = monitor.entry.verdict;
   if (verdict === null || verdict.active || lastSuccessAt === null || held === undefined || !held.active) return;
   if (verdict.server_time === undefined || held.server_time === undefined || verdict.server_time < held.server_time) return;
-  if (successOrder !== null && monitor.heldBasis !== null && sameCheck(successOrder, monitor.heldBasis)) return;
+  if (successOrder !== null && monitor.heldBasis !== null && !isAfter(successOrder, monitor.heldBasis)) return;
   monitor.clock.anchor(lastSuccessAt);
   monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
   monitor.checkGraceEnd();
