@@ -176,6 +176,15 @@ describe('createMotherClient()', () => {
       await server.close();
     });
 
+    it('keeps the body of a 2xx answer that is not JSON out of the error, its cause included', async () => {
+      // A PHP debug line printing the key: JSON.parse quotes a short body whole in its message.
+      const server = await rawServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(API_KEY));
+      const error = await failure(createMotherClient({ baseUrl: server.url, apiKey: API_KEY, apiSecret: API_SECRET }).checkLicense());
+      expect(error).toBeInstanceOf(MalformedResponseError);
+      expect(inspect(error, { depth: 5 })).not.toContain(API_KEY);
+      await server.close();
+    });
+
     it('refuses answers over 1 MiB, declared or streamed', async () => {
       const big = `{"pad":"${'x'.repeat(1024 * 1024)}"}`;
       const declared = await rawServer((_req, res) => res.writeHead(200, { 'content-length': Buffer.byteLength(big) }).end(big));

@@ -9,10 +9,12 @@ import type { Redactor } from './redaction.js';
 function parseJson(raw: RawResponse): unknown {
   try {
     return JSON.parse(raw.text);
-  } catch (error) {
+  } catch {
     const looksHtml = /^\s*</.test(raw.text);
     const what = raw.text.length === 0 ? 'an empty body' : looksHtml ? 'an HTML page' : 'a body that is not valid JSON';
-    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what}.`, raw.status, error);
+    // No cause: JSON.parse's message quotes the body (whole when it is short), which may hold
+    // anything the mother printed, a credential included.
+    throw new MalformedResponseError(`The mother answered HTTP ${raw.status} with ${what}.`, raw.status);
   }
 }
 
