@@ -9,14 +9,14 @@ import type { HotStatements } from './postgres-sql.js';
 
 /**
  * PostgreSQL: true inside the transaction whose id is `$n` (read in it when the enqueue's
- * savepoint was made), false anywhere else: a statement on its own has no id yet, another
+ * transaction was proved), false anywhere else: a statement on its own has no id yet, another
  * transaction has another. False writes nothing and raises nothing — an error would abort the
  * next request's transaction that a late statement landed in; the enqueue tells "not ours" from
  * a conflict by asking PG_CURRENT_TRANSACTION.
  */
 const pgInTransaction = (n: number) => `txid_current_if_assigned() = $${n}::bigint`;
 
-/** Reads the id of the transaction the enqueue's savepoint was made in (assigning one), and its isolation level. */
+/** Reads the id of the transaction the enqueue proved (assigning one), and its isolation level. */
 export const PG_TRANSACTION_ID = "SELECT txid_current()::text AS xid, current_setting('transaction_isolation') AS level";
 
 /** The same, without assigning an id to a transaction that has none (xid null then): for a transaction that may not be the caller's. */
@@ -53,12 +53,12 @@ export function pgGuardedWrites(hot: HotStatements): PgGuardedWrites {
 /**
  * MySQL and MariaDB have no id of the transaction a statement runs in, and `@@in_transaction`
  * is true in the next user's transaction on a pooled connection as well. So the enqueue writes a
- * marker row of its own (its random token, in the tracks table) right after its savepoint, and
- * each write requires that marker: a row no other transaction can see while the caller's is
+ * marker row of its own first (its random token, in the tracks table; the insert's answer says
+ * it went into an open transaction), and each write requires that marker: a row no other transaction can see while the caller's is
  * open, gone if it rolled back. A write that runs after a ROLLBACK, on its own or in the next
  * transaction on that connection, finds no marker and writes nothing; the enqueue sees it (no row
- * inserted, none updated under the track's lock). The marker is deleted before the savepoint is
- * released. Values of each guarded write: its own, then the marker's panel and token.
+ * inserted, none updated under the track's lock). The chain's last enqueue deletes the marker.
+ * Values of each guarded write: its own, then the marker's panel and token.
  */
 export interface MysqlGuardedWrites {
   insertPending: string;
@@ -67,6 +67,8 @@ export interface MysqlGuardedWrites {
   mark: string;
   /** Deletes it again (the same values). */
   unmark: string;
+  /** Reads it: a row while the transaction that wrote it is still the connection's (the same values). */
+  marked: string;
 }
 
 /** The marker rows' panel: never a panel of rows (those are in the outbox table), only of lock rows. */
@@ -81,5 +83,6 @@ export function mysqlGuardedWrites(sql: MysqlStatements, tracks: string): MysqlG
     replacePayload: `${sql.replacePayload} AND ${marked}`,
     mark: `INSERT INTO ${tracks} (panel, remote_track_id) VALUES (?, ?)`,
     unmark: `DELETE FROM ${tracks} WHERE panel = ? AND remote_track_id = ?`,
+    marked: `SELECT 1 FROM ${tracks} WHERE panel = ? AND remote_track_id = ?`,
   };
 }

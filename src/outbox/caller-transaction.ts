@@ -2,7 +2,6 @@
 // or a transaction of Knex, Kysely or Drizzle. The store's statements then run on the very
 // connection that transaction runs on, so they commit or roll back with the caller's rows.
 // Anything else is refused with the list of what is accepted.
-import { describeError } from '../logger.js';
 import { shown } from '../options.js';
 import type { MysqlQueryable, MysqlResult } from './mysql-schema.js';
 import type { PgQueryable, PgQueryConfig } from './postgres-schema.js';
@@ -170,24 +169,6 @@ function kyselyConnection(connection: KyselyConnection, dialect: SqlDialect): Pg
         };
   kyselyConnections.set(connection, queryable);
   return queryable;
-}
-
-/**
- * Undoes the store's statements in the caller's transaction after `error`, leaving it usable. When
- * that fails the transaction is gone (MySQL rolls all of it back on a deadlock; or it ended while
- * the enqueue ran): the error then says so, since carrying on would commit the caller's later
- * statements on their own.
- */
-export async function undoToSavepoint(connection: { query(sql: string): Promise<unknown> }, savepoint: string, error: unknown): Promise<unknown> {
-  try {
-    await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`);
-    return error;
-  } catch {
-    return new Error(
-      `panel-license-guard: your transaction ended while the release was being stored (${describeError(error)}): the database rolled all of it back (as MySQL does on a deadlock), or it was committed or rolled back meanwhile (an enqueue not awaited: the release is then stored only if it committed after the release was written; see outbox.list()). Do not go on with it: run the whole transaction again.`,
-      { cause: error },
-    );
-  }
 }
 
 /** The server status flag of an open transaction (SERVER_STATUS_IN_TRANS). */

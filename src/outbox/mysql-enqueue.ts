@@ -2,19 +2,29 @@
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
 import { randomBytes } from 'node:crypto';
+import { describeError } from '../logger.js';
 import { type CallerChain, callerChains } from './caller-chains.js';
 import { MARKER_PANEL, mysqlGuardedWrites } from './caller-guards.js';
-import { IN_TRANSACTION, undoToSavepoint } from './caller-transaction.js';
+import { IN_TRANSACTION } from './caller-transaction.js';
 import { run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, needsNewestDead, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
-import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, watched } from './transaction-watch.js';
+import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
-/** RELEASE SAVEPOINT once the transaction ended: the savepoint went with it. */
-const ER_SP_DOES_NOT_EXIST = 1305;
+/** InnoDB's answer when it chose the transaction as a deadlock's victim: it rolled back all of it. */
+const ER_LOCK_DEADLOCK = 1213;
+
+/** A statement of ours the server refused: undone alone, but for a deadlock (the whole transaction). */
+function failedIn(error: unknown): unknown {
+  if ((error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK) return error;
+  return new Error(
+    `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}): the database rolled all of your transaction back, as MySQL does on a deadlock. Do not go on with it: run the whole transaction again.`,
+    { cause: error },
+  );
+}
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -35,7 +45,6 @@ export interface MysqlEnqueuer {
 
 export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<MysqlEnqueueContext, 'pool'>): MysqlEnqueuer {
   let tableKnown = false;
-  let savepoints = 0;
   const onConnection = connectionTurns<MysqlQueryable>();
   const chains = callerChains<MysqlQueryable>();
   const guarded = mysqlGuardedWrites(sql, names.tracks);
@@ -86,9 +95,13 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   }
 
   /**
-   * In the caller's transaction, inside a savepoint of its own: if our statements fail, the
-   * caller's transaction is left as it was (usable), and the call rejects. A connection outside
-   * START TRANSACTION is refused (each statement would commit on its own, outside the caller's work).
+   * In the caller's transaction. No savepoint is held across the enqueue: releasing it would also
+   * release every savepoint the caller made meanwhile (a nested transaction of its query builder
+   * run while the enqueue is in flight), and rolling back to it would undo the caller's statements
+   * sent meanwhile. A statement of ours that fails is undone alone by the server (the caller's
+   * transaction goes on), but for a deadlock, which rolls back the whole transaction: the call
+   * rejects saying which. A connection outside START TRANSACTION is refused (each statement would
+   * commit on its own, outside the caller's work).
    */
   async function enqueueInCallerTransaction(
     caller: MysqlQueryable,
@@ -102,58 +115,48 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     if (chain.ended !== undefined) return endedEnqueue<EnqueueResult>(watch, undefined, chain.ended);
     // Each statement first asks the caller's library whether its transaction is still open.
     const connection = watched(caller, watch);
-    const savepoint = `panel_license_outbox_${++savepoints}`;
-    let status: number | undefined;
-    try {
-      status = headerOf(await connection.query(`SAVEPOINT ${savepoint}`)).serverStatus;
-    } catch (error) {
-      if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
-      throw new TypeError('panel-license-guard: `transaction` must be a mysql2 connection inside an open transaction (after START TRANSACTION).', {
-        cause: error,
-      });
-    }
-    // Through Kysely the answer carries no server status: its transaction is open (Kysely refuses
-    // one that has ended). Whatever the session's sql_mode, the values below travel apart from the SQL.
-    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
-      chain.ended = new Error('no open transaction');
-      throw new TypeError(
-        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
-      );
-    }
     let written: EnqueueResult | undefined;
     // The chain's marker: proved by its first enqueue, required by every later one's writes.
     const marker = chain.marker ?? ([MARKER_PANEL, randomBytes(16).toString('hex')] as const);
     try {
       await assertTableThrough(connection);
-      if (chain.marker === undefined) {
-        await run(connection, guarded.mark, marker);
-        // The savepoint still there says the marker went into the caller's transaction (a ROLLBACK
-        // in between takes the savepoint with it; the next transaction on the connection has none).
-        await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
-        await connection.query(`SAVEPOINT ${savepoint}`);
-        chain.marker = marker;
-      }
+      if (chain.marker === undefined) await markInTransaction(connection, marker, chain);
       written = await enqueueWith(connection, row, now, marker);
-      // The chain's last enqueue takes the marker away, as a statement of its own (so the
-      // transaction's end is looked for after it, as after any other).
+      // The last statement says whether the transaction is still the caller's: the chain's last
+      // enqueue takes the marker away (none deleted: it was gone), and with a library that tells
+      // nothing of the transaction's end, every other one looks for it.
       if (chain.waiting === 1) {
-        await run(connection, guarded.unmark, marker);
         chain.marker = undefined;
-      }
-      await connection.query(`RELEASE SAVEPOINT ${savepoint}`);
+        if (Number(headerOf(await run(connection, guarded.unmark, marker)).affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
+      } else if (watch === UNTOLD && rowsOf(await run(connection, guarded.marked, marker)).length === 0) throw new Error(OUTSIDE_TRANSACTION);
     } catch (error) {
-      // The savepoint is gone with the transaction: it ended. A marker written after that (on its
-      // own, or in the next transaction on the connection) is taken away again where it can be.
-      if (endedUnder(error, watch) || (error as { errno?: unknown }).errno === ER_SP_DOES_NOT_EXIST) {
+      if (endedUnder(error, watch)) {
         chain.ended = error;
-        // What this enqueue wrote in the next transaction (its track's lock row), where it can.
-        await connection.query(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch(() => {});
+        // A marker written after the end (on its own, or in the next transaction on the
+        // connection) is taken away again where it can be.
         await run(connection, guarded.unmark, marker).catch(() => {});
         return endedEnqueue(watch, written, error);
       }
-      throw await undoToSavepoint(connection, savepoint, error);
+      throw failedIn(error);
     }
     return afterLastStatement(watch, written as EnqueueResult);
+  }
+
+  /**
+   * Writes the chain's marker. Its own answer says whether it went into an open transaction (the
+   * server's in-transaction flag; Kysely's answers carry none, and it refuses a transaction that
+   * ended): one written on its own is taken away again, and the connection refused.
+   */
+  async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
+    const status = headerOf(await run(connection, guarded.mark, marker)).serverStatus;
+    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
+      await run(connection, guarded.unmark, marker).catch(() => {});
+      chain.ended = new Error('no open transaction');
+      throw new TypeError(
+        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
+      );
+    }
+    chain.marker = marker;
   }
 
   /** Leaves the chain; its last enqueue takes a marker still there away (after a refusal; in the caller's transaction, if it still can). */

@@ -1,20 +1,31 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
+
+import { describeError } from '../logger.js';
 import { type CallerChain, callerChains } from './caller-chains.js';
 import { PG_CURRENT_TRANSACTION, PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './caller-guards.js';
-import { undoToSavepoint } from './caller-transaction.js';
 import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 import { enqueueResult, planEnqueue } from './rules.js';
 import type { EnqueueLease, EnqueueResult, NewOutboxRow } from './store.js';
-import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, watched } from './transaction-watch.js';
+import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
 const MAX_REREADS = 10;
-/** PostgreSQL's answers to RELEASE SAVEPOINT once the transaction ended: none open, or no such savepoint in this one. */
-const SAVEPOINT_GONE = new Set(['25P01', '3B001']);
+/**
+ * A statement of ours that the server refused has aborted the caller's transaction (a timeout, a
+ * deadlock): the error says so. Other errors (ours, before any statement failed) pass as they are.
+ */
+function abortedBy(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return error;
+  return new Error(
+    `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}), and PostgreSQL has aborted the transaction, as after any failed statement: roll it back and run it again. Nothing of the release was stored.`,
+    { cause: error },
+  );
+}
 
 /** An enqueue in a caller's transaction: the id of that transaction, which its writes check. */
 interface InCaller {
@@ -132,10 +143,14 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   }
 
   /**
-   * In the caller's transaction, inside a savepoint of its own: if our statements fail, the
-   * caller's transaction is left as it was (usable), and the call rejects. Enqueues on one client
-   * take turns (their statements would interleave on its connection). A client outside BEGIN, or
-   * in any isolation level but READ COMMITTED, is refused.
+   * In the caller's transaction. No savepoint is held across the enqueue: releasing it would also
+   * release every savepoint the caller made meanwhile (a nested transaction of its query builder
+   * run while the enqueue is in flight), and rolling back to it would undo the caller's statements
+   * sent meanwhile. Nothing needs undoing anyway: an enqueue writes at most one row, in one
+   * statement. A statement of ours that fails aborts the caller's transaction, as any failed
+   * statement does, and the call rejects saying so. Enqueues on one client take turns (their
+   * statements would interleave on its connection). A client outside BEGIN, or in any isolation
+   * level but READ COMMITTED, is refused.
    */
   async function enqueueInCallerTransaction(
     caller: PgQueryable,
@@ -150,15 +165,19 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     // Each statement first asks the caller's library whether its transaction is still open.
     const client = watched(caller, watch);
     const savepoint = `panel_license_outbox_${++savepoints}`;
-    // The savepoint and the read of its transaction's id go out together: nothing the app sends on
-    // this client can come between them, so the id is that of the transaction holding the
-    // savepoint. A later turn of a chain reads without assigning an id (it may be in the next
-    // request's transaction) and must find the chain's.
+    // A savepoint made and released at once proves the client is inside BEGIN (SAVEPOINT fails
+    // anywhere else). The three go out together: nothing the app sends on this client can come
+    // between them, so the id read is that of the transaction proved, and no savepoint of the
+    // caller's is made inside ours. A later turn of a chain reads without assigning an id (it may
+    // be in the next request's transaction) and must find the chain's.
     const saved = client.query(`SAVEPOINT ${savepoint}`);
     const current = client.query(chain.marker === undefined ? PG_TRANSACTION_ID : PG_CURRENT_TRANSACTION);
+    const released = client.query(`RELEASE SAVEPOINT ${savepoint}`);
     current.catch(() => {});
+    released.catch(() => {});
     try {
       await saved;
+      await released;
     } catch (error) {
       chain.ended = error;
       if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
@@ -170,11 +189,10 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     let written: EnqueueResult | undefined;
     try {
       const { xid, level } = (await current).rows[0] ?? {};
-      // The transaction the chain's first savepoint was made in: each write checks it runs in
-      // that one (a later turn of the chain may come in the next request's transaction, where
-      // its savepoint now stays, harmless: nothing more is sent there).
+      // The transaction the chain's first enqueue proved: each write checks it runs in that one.
       if (chain.marker !== undefined && xid !== chain.marker) throw new Error(OUTSIDE_TRANSACTION);
-      chain.marker = String(xid);
+      const inCaller = { xid: String(xid) };
+      chain.marker = inCaller.xid;
       // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
       // host just stored, and when the rules then decide nothing needs writing, no conflict is
       // ever raised: the release would be lost.
@@ -183,15 +201,16 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
           `panel-license-guard: the outbox can only enqueue in a READ COMMITTED transaction (the default), not ${String(level).toUpperCase()}: its snapshot could miss a release another host just stored.`,
         );
       await assertTableThrough(client);
-      written = await enqueueWith(client, row, now, undefined, { xid: chain.marker });
-      await client.query(`RELEASE SAVEPOINT ${savepoint}`);
+      written = await enqueueWith(client, row, now, undefined, inCaller);
+      // A library that tells nothing of the transaction's end: one read says whether it is still
+      // the caller's now (a ROLLBACK sent meanwhile ends it).
+      if (watch === UNTOLD) await assertStillInCaller(client, inCaller);
     } catch (error) {
-      // The savepoint is gone with the transaction (no transaction, or another one): it ended.
-      if (endedUnder(error, watch) || SAVEPOINT_GONE.has(String((error as { code?: unknown }).code))) {
+      if (endedUnder(error, watch)) {
         chain.ended = error;
         return endedEnqueue(watch, written, error);
       }
-      throw await undoToSavepoint(client, savepoint, error);
+      throw abortedBy(error);
     }
     return afterLastStatement(watch, written as EnqueueResult);
   }

@@ -100,6 +100,14 @@ export function endedUnder(error: unknown, watch: TransactionWatch): boolean {
  * guards keep every write inside the transaction, so nothing else of it can be stored.
  */
 export async function endedEnqueue<T>(watch: TransactionWatch, written: T | undefined, cause?: unknown): Promise<T> {
+  // A guard refused although the library says the transaction is open: a savepoint made while the
+  // enqueue ran was rolled back over its statements. Waiting for the outcome would wait for the
+  // caller, who waits for this enqueue.
+  if (watch !== UNTOLD && !watch.ended())
+    throw new Error(
+      "panel-license-guard: the release's statements were undone in your transaction while it was being stored: a savepoint made meanwhile (a nested transaction run while the enqueue was in flight) was rolled back over them. Nothing of the release was stored; enqueue it again, and await an enqueue before starting a nested transaction.",
+      cause === undefined ? undefined : { cause },
+    );
   const outcome = await watch.outcome();
   if (outcome === 'committed' && written !== undefined) return written;
   throw new TransactionEndedError(outcome === 'rolled back' || written === undefined ? false : undefined, cause === undefined ? undefined : { cause });
