@@ -67,35 +67,44 @@ export function mysqlTableNames(database: string | undefined, table: string): My
 export async function withConnection<T>(pool: MysqlPool, work: (connection: MysqlConnection) => Promise<T>): Promise<T> {
   const connection = await pool.getConnection();
   try {
-    assertCharset(pool, connection);
+    await assertSessionCharsets(pool, connection);
     return await work(connection);
   } finally {
     connection.release();
   }
 }
 
-/** The character set (mysql2's number) the pool's sessions were checked to talk at start-up. */
-const verifiedCharsets = new WeakMap<object, number>();
+/** The pools whose sessions were checked to talk utf8mb4 at start-up (migrate). */
+const verifiedPools = new WeakSet<object>();
 
-/** The character set mysql2 writes a connection's values in: its handshake's, or one a later SET NAMES switched to (mysql2 follows it). */
-function charsetOf(connection: unknown): number | undefined {
-  const given = connection as { connection?: { config?: { charsetNumber?: unknown } }; config?: { charsetNumber?: unknown } };
-  const charset = given.connection?.config?.charsetNumber ?? given.config?.charsetNumber;
-  return typeof charset === 'number' ? charset : undefined;
-}
+/** The character sets a session reads values in, compares them in, and sends results in. */
+const SESSION_CHARSETS =
+  'SELECT @@character_set_client AS character_set_client, @@character_set_connection AS character_set_connection, @@character_set_results AS character_set_results';
+
+/** What each may be: utf8mb4, or (for results) no conversion at all. */
+const FITTING: Record<string, (value: unknown) => boolean> = {
+  character_set_client: (value) => value === 'utf8mb4',
+  character_set_connection: (value) => value === 'utf8mb4',
+  character_set_results: (value) => value === 'utf8mb4' || value === null || value === 'binary',
+};
 
 /**
- * Refuses a session that switched its character set since start-up (`SET NAMES latin1` by an app
- * sharing the pool): its values would be read as that character set and stored changed (a
- * release's text double-encoded, then refused by the mother). Checked before every statement
- * batch on a connection, from what mysql2 knows: no round trip.
+ * Refuses a session that switched a character set since start-up (`SET NAMES latin1`, or only
+ * `SET character_set_connection = latin1`, by an app sharing the pool): its values would be read
+ * or compared as that character set and stored changed (two track ids one row, a release
+ * double-encoded) or sent to the mother changed. mysql2 follows only `character_set_client`, so
+ * the session is asked, once per connection batch (the store holds the connection for the batch:
+ * nothing else runs on it meanwhile). Another utf8mb4 collation (`SET NAMES utf8mb4`) is fine: the
+ * columns' own collation decides every comparison.
  */
-export function assertCharset(pool: object, connection: unknown): void {
-  const verified = verifiedCharsets.get(pool);
-  const charset = charsetOf(connection);
-  if (verified === undefined || charset === undefined || charset === verified) return;
+export async function assertSessionCharsets(pool: object, connection: MysqlQueryable): Promise<void> {
+  if (!verifiedPools.has(pool)) return;
+  const [session] = rowsOf(await connection.query(SESSION_CHARSETS));
+  const changed = Object.entries(FITTING).filter(([name, fits]) => !fits(session?.[name]));
+  if (changed.length === 0) return;
+  const now = changed.map(([name]) => `${name} is ${String(session?.[name])}`).join(', ');
   throw new Error(
-    `panel-license-guard: a session of the outbox's pool switched its character set after start-up (SET NAMES …; mysql2 charset ${charset}, utf8mb4 was ${verified}): the store would store its values changed, so it uses none of it. Keep the pool's sessions in utf8mb4, or give the outbox a pool of its own.`,
+    `panel-license-guard: a session of the outbox's pool switched its character set after start-up (${now}; utf8mb4 at start-up): the store would store or send its values changed, so it uses none of it. Keep the pool's sessions in utf8mb4, or give the outbox a pool of its own.`,
   );
 }
 
@@ -214,14 +223,13 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
       await connection.query('SELECT VERSION() AS version, @@SESSION.autocommit AS autocommit, @@SESSION.character_set_client AS charset'),
     );
     const collation = checkServerVersion(String(server?.version));
-    const charset = charsetOf(connection);
     // Text the connection cannot carry is changed on the way in (an emoji becomes `?` on a
     // utf8mb3 connection without strict mode): two panel or track ids could become one.
     if (server?.charset !== 'utf8mb4')
       throw new Error(
         `panel-license-guard: the outbox's pool talks to the server in ${String(server?.charset)}, which cannot carry every character of a panel id, a track id or a release: two different ids could be stored as one. Use utf8mb4 (mysql2's default charset; leave \`charset\` unset or set it to 'UTF8MB4_BIN').`,
       );
-    if (charset !== undefined) verifiedCharsets.set(pool, charset);
+    verifiedPools.add(pool);
     // The store's single statements (an outcome, a lease handed back) must commit on their own.
     if (Number(server?.autocommit) === 0)
       throw new Error(
