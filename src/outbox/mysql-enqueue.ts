@@ -7,7 +7,7 @@ import { type CallerChain, callerChains } from './caller-chains.js';
 import { MARKER_PANEL, mysqlGuardedWrites } from './caller-guards.js';
 import { IN_TRANSACTION } from './caller-transaction.js';
 import { run } from './mysql-params.js';
-import { headerOf, type MysqlQueryable, type MysqlTableNames, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
+import { headerOf, type MysqlQueryable, type MysqlTableNames, privilegeError, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
 import { enqueueResult, needsNewestDead, planEnqueue } from './rules.js';
 import type { EnqueueResult, NewOutboxRow } from './store.js';
@@ -137,7 +137,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
         await run(connection, guarded.unmark, marker).catch(() => {});
         return endedEnqueue(watch, written, error);
       }
-      throw failedIn(error);
+      throw failedIn(privilegeError(names, error));
     }
     return afterLastStatement(watch, written as EnqueueResult);
   }

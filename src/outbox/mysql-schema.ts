@@ -205,7 +205,7 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
   if (PRIVILEGE_ERRORS.has(Number((error as { errno?: unknown })?.errno))) {
     const on = names.database === undefined ? 'the database' : `\`${names.database}\``;
     return new Error(
-      `panel-license-guard: the database user lacks a privilege the outbox tables ${names.shown}, ${names.shown}_tracks and ${names.shown}_migrations need (${(error as Error).message}). Grant it once, to create them: GRANT CREATE, INDEX ON ${on}.* TO the user (or create them once with a user that may; the store does it on first use). Afterwards it needs GRANT SELECT, INSERT, UPDATE, DELETE ON each of the three tables (DELETE for retention).`,
+      `panel-license-guard: the database user lacks a privilege the outbox tables ${names.shown}, ${names.shown}_tracks and ${names.shown}_migrations need (${(error as Error).message}). Grant it once, to create them: GRANT CREATE, INDEX ON ${on}.* TO the user (or create them once with a user that may; the store does it on first use). Afterwards it needs GRANT SELECT, INSERT, UPDATE, DELETE ON each of the three tables (DELETE for retention, and for an enqueue in your transaction, which deletes its marker row in ${names.shown}_tracks).`,
       { cause: error },
     );
   }
