@@ -107,6 +107,9 @@ function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string,
  * nothing. With `readonly`, the file must exist with the current schema and nothing is written
  * at all: listing works on a read-only file or a full disk.
  */
+/** How long an opener waits for another process's migration of the file: minutes for tens of millions of rows. */
+const MIGRATION_WAIT_MS = 10 * 60_000;
+
 export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly: boolean): SqliteDatabase {
   const Driver = loadSqliteDriver();
   if (readonly) {
@@ -130,6 +133,10 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     const version = Number(db.pragma('user_version', { simple: true }));
     if (version > SCHEMA_VERSION) throw tooNew(file, version);
     if (version < SCHEMA_VERSION) {
+      // Another process may be migrating a large file (the v5 indexes take about 3.5 s per
+      // million rows, under the write lock): wait for it as long as a migration may take, not
+      // just the busy timeout of everyday writes.
+      db.pragma(`busy_timeout = ${Math.max(busyTimeoutMs, MIGRATION_WAIT_MS)}`);
       db.transaction(() => {
         // Read again under the write lock: another process may have migrated meanwhile.
         const current = Number(db.pragma('user_version', { simple: true }));
@@ -139,6 +146,7 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
         db.exec(INDEXES);
         if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     }
     return db;
   } catch (error) {
