@@ -27,10 +27,10 @@ async function storeFor(prefix: string): Promise<LicenseStore> {
   return redisLicenseStore({ client: connected.client, prefix });
 }
 
-async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}): Promise<LicenseGuard> {
+async function instance(prefix: string, options: Partial<LicenseGuardOptions> = {}, store?: LicenseStore): Promise<LicenseGuard> {
   const guard = licenseGuard({
     client: clientFor(emulator, { timeoutMs: 1000 }),
-    store: await storeFor(prefix),
+    store: store ?? (await storeFor(prefix)),
     schedule: '0 0 1 1 *',
     jitterMs: 0,
     syncIntervalMs: 300,
@@ -149,6 +149,54 @@ describe.skipIf(!haveRedis)('cluster mode, records replayed under skewed clocks'
       await redis.publish(key, firstLock);
       await sleep(300);
       expect([a.state, b.state]).toEqual(['active', 'active']);
+    } finally {
+      await mother.close();
+    }
+  });
+
+  it("takes a genuine lock from a peer whose clock is behind, also when the held unlock's basis came from a host ahead", async () => {
+    // Same as the documented test "takes a lock the mother answered after the verdict it holds,
+    // though its writer's clock is behind", except that the host 2 minutes ahead starts first and
+    // checks the mother itself, so the basis of its later unlock is its own (ahead) stamp.
+    const prefix = newPrefix();
+    const ahead = await instance(prefix, { now: () => Date.now() + 120_000 });
+    expect(await ahead.start()).toBe('active');
+    const real = await storeFor(prefix);
+    const deaf: LicenseStore = { ...real, get: async () => null, subscribe: () => ({ ready: Promise.resolve(), close: async () => {} }) };
+    const behind = await instance(prefix, { syncIntervalMs: 3_600_000 }, deaf);
+    expect(await behind.start()).toBe('active');
+    await sleep(1100);
+    expect(await ahead.refresh()).toBe('active'); // basis: ahead's own start-up check
+    await sleep(1100); // the revocation is answered in a later second of the mother's clock
+    emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+    expect(await behind.refresh()).toBe('locked');
+    // A peer's lock the mother answered after the active verdict held is taken even when the
+    // peer's clock is behind (before: refused, so `ahead` stayed open until it won a check slot).
+    await waitFor(() => ahead.state === 'locked', "behind's lock on ahead", 3000);
+  });
+
+  it("a follower that took a lock from a peer follows a genuine unlock after the mother's clock stepped back (it asks the mother)", async () => {
+    // The mother's clock runs 10 minutes ahead when it answers the revocation, then NTP steps it
+    // back; the panel is re-activated (paid) and a peer verifies that.
+    let skewMs = 0;
+    const mother = await startEmulator(undefined, { now: () => Date.now() + skewMs });
+    try {
+      const prefix = newPrefix();
+      const client = () => createMotherClient({ baseUrl: mother.url, apiKey: API_KEY, apiSecret: API_SECRET });
+      const follower = await instance(prefix, { client: client() });
+      const checker = await instance(prefix, { client: client() });
+      expect(await follower.start()).toBe('active');
+      await checker.start();
+      skewMs = 10 * 60_000;
+      mother.setPanel(API_KEY, { active: false, reason: 'Unpaid' });
+      expect(await checker.refresh()).toBe('locked');
+      await waitFor(() => follower.state === 'locked', "checker's lock on follower", 3000);
+      skewMs = 0;
+      mother.setPanel(API_KEY, { active: true, reason: null });
+      expect(await checker.refresh()).toBe('active');
+      // The unlock was answered before the lock by the mother's clock: disputed, so the follower
+      // checks itself (before: locked until the mother's clock passed the lock's time again).
+      await waitFor(() => follower.state === 'active', "checker's unlock on follower", 3000);
     } finally {
       await mother.close();
     }

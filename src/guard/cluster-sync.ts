@@ -54,6 +54,8 @@ const MAX_CURRENT_AGE_MS = 15 * 60_000;
  */
 /** What the store calls before a first check may take between them, at most (ms). */
 const STARTUP_STORE_BUDGET_MS = 250;
+/** How often a disputed record may make this instance check the mother itself (ms). */
+const DISPUTE_CHECK_EVERY_MS = 60_000;
 const OVER_BUDGET = Symbol('over budget');
 
 export class ClusterSync {
@@ -65,6 +67,7 @@ export class ClusterSync {
   private fallbackTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
   private highestStamp = 0;
+  private lastDisputeCheck = Number.NEGATIVE_INFINITY;
   /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
   private readonly instance = randomBytes(8).toString('hex');
   private started = false;
@@ -271,9 +274,23 @@ export class ClusterSync {
     const current =
       (live && this.started) ||
       (record.nextCheckAt !== null && at <= record.nextCheckAt + this.options.staleAfterMs && at - record.checkedAt <= MAX_CURRENT_AGE_MS);
-    if (!applySharedVerdict(monitor, record, current)) return;
+    const outcome = applySharedVerdict(monitor, record, current);
+    if (outcome === 'disputed') this.settleDispute();
+    if (outcome !== 'applied') return;
     if (current) this.currentAppliedMono = performance.now();
     this.options.onPeerRecord(record);
+  }
+
+  /**
+   * A record whose verdict contradicts ours and that the mother's clock cannot place
+   * (apply-shared.ts): our own check settles it, since our own answer always applies. At most one
+   * a minute, so replaying records cannot make an instance call the mother more than that.
+   */
+  private settleDispute(): void {
+    const at = performance.now();
+    if (this.closed || at - this.lastDisputeCheck < DISPUTE_CHECK_EVERY_MS) return;
+    this.lastDisputeCheck = at;
+    this.options.checkNow();
   }
 
   private rejected(error: unknown, value: unknown): void {
