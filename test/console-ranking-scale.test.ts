@@ -84,4 +84,25 @@ describe('ranking panels on a SQLite outbox', () => {
       await mother.close();
     }
   });
+
+  it('ranks a backlog of few panels in slices too: 1,000,000 waiting releases of 10 panels', async () => {
+    const file = join(dir, 'backlog.db');
+    await createSqliteOutboxStore({ file }).close();
+    const db = new (loadSqliteDriver())(file);
+    db.exec(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000000)
+      INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at)
+      SELECT 'panel-' || (i % 10), '{}', 'h' || i, 'pending', 0, i, i FROM c`);
+    db.close();
+    const mother = await startEmulator();
+    const outbox = createReleaseOutbox({ file, baseUrl: mother.url, panels: { resolve: async () => null }, autoStart: false });
+    try {
+      await outbox.panelStats(100);
+      const { ms, result } = await longestBlock(() => outbox.panelStats(100));
+      expect(result.map(({ panel, pending }) => [panel, pending])).toEqual(Array.from({ length: 10 }, (_, i) => [`panel-${i}`, 100_000]));
+      expect(ms).toBeLessThan(150);
+    } finally {
+      await outbox.close();
+      await mother.close();
+    }
+  }, 120_000);
 });

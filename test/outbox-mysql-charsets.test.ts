@@ -111,4 +111,16 @@ describe.skipIf(!haveMysql)('MySQL store after a session changed one character-s
       await outbox.close();
     }
   });
+
+  it('refuses binary results by name (mysql2 would give every text column as bytes)', async () => {
+    const { store } = await setup('SET character_set_results = binary');
+    const outbox = createReleaseOutbox({ client: clientFor(emulator), store, autoStart: false });
+    try {
+      await expect(outbox.enqueue({ title: 'Binary results', remote_track_id: `binary-${process.pid}` })).rejects.toThrow(
+        /switched its character set after start-up \(character_set_results is binary;/,
+      );
+    } finally {
+      await outbox.close();
+    }
+  });
 });

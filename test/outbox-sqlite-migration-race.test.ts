@@ -1,6 +1,6 @@
 // Migrating a large v4 SQLite outbox file to v5 (two new indexes) while a second process opens the
 // same file, as two app processes started together after an upgrade do: the second waits.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,8 +11,13 @@ import { createSqliteOutboxStore } from '../src/outbox/sqlite-store.js';
 
 const LOADER = fileURLToPath(new URL('./fixtures/outbox-ts-loader.mjs', import.meta.url));
 const CHILD = fileURLToPath(new URL('./fixtures/sqlite-open-child.ts', import.meta.url));
+const HOLDER = fileURLToPath(new URL('./fixtures/sqlite-hold-lock.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'sqlite-race-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const child of children) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
 
 function open(file: string, busyTimeoutMs: number): Promise<{ ok: boolean; ms: number; error?: string; code?: string }> {
   return new Promise((resolve, reject) => {
@@ -43,4 +48,18 @@ describe('SQLite v4 → v5 migration with two processes opening at once', () => 
     const [a, b] = await Promise.all([open(file, 200), open(file, 200)]);
     expect([a, b]).toEqual([expect.objectContaining({ ok: true }), expect.objectContaining({ ok: true })]);
   }, 120_000);
+
+  it('fails after the busy timeout when the process holding the lock is not migrating (a hung writer)', async () => {
+    const file = join(dir, 'v4-locked.db');
+    await createSqliteOutboxStore({ file }).close();
+    const db = new (loadSqliteDriver())(file);
+    db.pragma('user_version = 4');
+    db.close();
+    const holder = spawn(process.execPath, ['--import', LOADER, HOLDER, file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(holder);
+    await new Promise<void>((resolve) => holder.stdout?.on('data', (chunk) => String(chunk).includes('held') && resolve()));
+    // Before, the opener waited as long as a migration may take (10 minutes, its event loop frozen).
+    const opened = await Promise.race([open(file, 200), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 8000))]);
+    expect(opened).toEqual(expect.objectContaining({ ok: false, code: 'SQLITE_BUSY' }));
+  }, 30_000);
 });

@@ -81,12 +81,16 @@ const verifiedPools = new WeakSet<object>();
 const SESSION_CHARSETS =
   'SELECT @@character_set_client AS character_set_client, @@character_set_connection AS character_set_connection, @@character_set_results AS character_set_results';
 
-/** What each may be: utf8mb4, or (for results) no conversion at all. */
-const FITTING: Record<string, (value: unknown) => boolean> = {
+/**
+ * What each may be: utf8mb4, or (for results) NULL, no conversion at all. `binary` results are
+ * refused: mysql2 then gives every text column as bytes (these three variables included).
+ */
+const FITTING: Record<string, (value: string | null) => boolean> = {
   character_set_client: (value) => value === 'utf8mb4',
   character_set_connection: (value) => value === 'utf8mb4',
-  character_set_results: (value) => value === 'utf8mb4' || value === null || value === 'binary',
+  character_set_results: (value) => value === 'utf8mb4' || value === null,
 };
+const asText = (value: unknown): string | null => (value === null || value === undefined ? null : Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 /**
  * Refuses a session that switched a character set since start-up (`SET NAMES latin1`, or only
@@ -100,9 +104,9 @@ const FITTING: Record<string, (value: unknown) => boolean> = {
 export async function assertSessionCharsets(pool: object, connection: MysqlQueryable): Promise<void> {
   if (!verifiedPools.has(pool)) return;
   const [session] = rowsOf(await connection.query(SESSION_CHARSETS));
-  const changed = Object.entries(FITTING).filter(([name, fits]) => !fits(session?.[name]));
+  const changed = Object.entries(FITTING).filter(([name, fits]) => !fits(asText(session?.[name])));
   if (changed.length === 0) return;
-  const now = changed.map(([name]) => `${name} is ${String(session?.[name])}`).join(', ');
+  const now = changed.map(([name]) => `${name} is ${asText(session?.[name])}`).join(', ');
   throw new Error(
     `panel-license-guard: a session of the outbox's pool switched its character set after start-up (${now}; utf8mb4 at start-up): the store would store or send its values changed, so it uses none of it. Keep the pool's sessions in utf8mb4, or give the outbox a pool of its own.`,
   );

@@ -1,18 +1,27 @@
 // Ranking a SQLite outbox's panels by their waiting releases, in slices: the store runs in the
 // app's own event loop, and one GROUP BY over 50,000 panels (or 200,000, on a metrics scrape) held
-// it for 0.2–1.7 s. Each state's panels are read in panel order, a slice at a time, merged like a
-// sorted merge-join, and only the `limit` best are kept; the loop gets a turn between slices.
+// it for 0.2–1.7 s, as did 1,000,000 releases of 10 panels. Index entries are read in (panel, id)
+// order, a key range at a time, counted by panel in SQLite: each range's pending and dead rows in
+// the same event-loop turn (so a row that changes state between turns is counted once), at most
+// ROWS_PER_SLICE of each, and only the `limit` best panels are kept; the loop gets a turn
+// between ranges.
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { SqliteDatabase, SqliteStatement } from './sqlite-driver.js';
+import type { SqliteDatabase } from './sqlite-driver.js';
 import type { PanelCounts } from './store.js';
 
-/** Panels per slice and state: about 5 ms of the loop each (measured with one release per panel). */
-export const PANELS_PER_SLICE = 5_000;
+/** Index entries read per state and slice: a few ms of the loop each. */
+export const ROWS_PER_SLICE = 10_000;
 
-interface Grouped {
+interface Key {
+  panel: string;
+  id: number;
+}
+
+interface Group {
   panel: string;
   count: number;
-  oldestId: number;
+  firstId: number;
+  lastId: number;
 }
 
 interface Ranked {
@@ -22,69 +31,134 @@ interface Ranked {
   oldestPendingId: number | undefined;
 }
 
-/** SQLite's order of text (BINARY: UTF-8 bytes, which is code point order), which JS's `<` is not. */
-const utf8Order = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+/**
+ * SQLite's order of text (BINARY: UTF-8 bytes, which is code point order), which JS's `<` (UTF-16
+ * units) is not: above U+D7FF, surrogates (code points past U+FFFF) must sort after U+E000–U+FFFF.
+ */
+function utf8Order(a: string, b: string): number {
+  if (a === b) return 0;
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return codePointRank(x) - codePointRank(y);
+  }
+  return a.length - b.length;
+}
+const codePointRank = (unit: number): number => (unit < 0xd800 ? unit : unit < 0xe000 ? unit + 0x2000 : unit - 0x800);
+const keyOrder = (a: Key, b: Key): number => utf8Order(a.panel, b.panel) || a.id - b.id;
 
 /** Most pending first, then most dead, then by panel id. */
 const before = (a: Ranked, b: Ranked): boolean =>
   a.pending > b.pending || (a.pending === b.pending && (a.dead > b.dead || (a.dead === b.dead && a.panel < b.panel)));
 
-/** `panelColumn`: `''` for a file older than v3 (every row unassigned). */
-export function createPanelRanking(db: SqliteDatabase, panelColumn: string) {
-  // In the (state, panel, id) index's order: counted as read, no sort.
-  const slice: SqliteStatement = db.prepare(
-    `SELECT ${panelColumn} AS panel, COUNT(*) AS count, MIN(id) AS oldestId FROM release_outbox
-      WHERE state = @state AND ${panelColumn} > @after GROUP BY 1 ORDER BY 1 LIMIT ${PANELS_PER_SLICE}`,
-  );
-  // The unassigned panel ('') sorts first and is not after any id: read on its own.
-  const unassigned: SqliteStatement = db.prepare(
-    `SELECT ${panelColumn} AS panel, COUNT(*) AS count, MIN(id) AS oldestId FROM release_outbox WHERE state = @state AND ${panelColumn} = '' GROUP BY 1`,
-  );
-  const storedAt = db.prepare('SELECT created_at AS at FROM release_outbox WHERE id = ?');
-
-  /** One state's panels in panel order, a slice per call of `next()`. */
-  function cursor(state: 'pending' | 'dead') {
-    let buffered = unassigned.all({ state }) as Grouped[];
-    let after: string | undefined = '';
-    return {
-      peek: (): Grouped | undefined => buffered[0],
-      take: (): Grouped | undefined => buffered.shift(),
-      /** Reads the next slice when the buffer ran dry; false once every panel was read. */
-      async fill(): Promise<boolean> {
-        if (buffered.length > 0) return true;
-        if (after === undefined) return false;
-        await nextTurn();
-        buffered = slice.all({ state, after }) as Grouped[];
-        after = buffered.length === PANELS_PER_SLICE ? buffered.at(-1)?.panel : undefined;
-        return buffered.length > 0;
-      },
-    };
-  }
-
-  return async function panelCounts(limit: number): Promise<PanelCounts[]> {
-    const pending = cursor('pending');
-    const dead = cursor('dead');
-    const best: Ranked[] = [];
-    const keep = (entry: Ranked) => {
+/** The `limit` best panels, kept in order as they come. */
+function bestOf(limit: number) {
+  const best: Ranked[] = [];
+  return {
+    best,
+    keep(entry: Ranked): void {
       if (best.length === limit && !before(entry, best[best.length - 1] as Ranked)) return;
-      let at = best.length;
-      while (at > 0 && before(entry, best[at - 1] as Ranked)) at--;
-      best.splice(at, 0, entry);
+      // Where it goes: after every entry that ranks before it (binary search; ranks never tie).
+      let low = 0;
+      let high = best.length;
+      while (low < high) {
+        const middle = (low + high) >>> 1;
+        if (before(best[middle] as Ranked, entry)) low = middle + 1;
+        else high = middle;
+      }
+      best.splice(low, 0, entry);
       if (best.length > limit) best.pop();
-    };
-    for (;;) {
-      const [morePending, moreDead] = [await pending.fill(), await dead.fill()];
-      if (!morePending && !moreDead) break;
-      const p = pending.peek();
-      const d = dead.peek();
-      const panel = p === undefined ? (d as Grouped).panel : d === undefined || utf8Order(p.panel, d.panel) <= 0 ? p.panel : d.panel;
-      const fromPending = p?.panel === panel ? pending.take() : undefined;
-      const fromDead = d?.panel === panel ? dead.take() : undefined;
-      keep({ panel, pending: fromPending?.count ?? 0, dead: fromDead?.count ?? 0, oldestPendingId: fromPending?.oldestId });
-    }
-    return best.map(({ oldestPendingId, ...counts }) => ({
+    },
+  };
+}
+
+/**
+ * Reads the (state, panel, id) index of schema v5, which every writable file has. A file older
+ * than v5, opened read-only (the CLI), is ranked in one statement (`panelColumn`: `''` before v3).
+ */
+export function createPanelRanking(db: SqliteDatabase, panelColumn: string) {
+  const storedAt = db.prepare('SELECT created_at AS at FROM release_outbox WHERE id = ?');
+  const withTimes = (best: Ranked[]): PanelCounts[] =>
+    best.map(({ oldestPendingId, ...counts }) => ({
       ...counts,
       oldestPendingAt: oldestPendingId === undefined ? undefined : (storedAt.get(oldestPendingId) as { at: number } | undefined)?.at,
     }));
+  const indexed = db.prepare("SELECT 1 AS found FROM pragma_index_list('release_outbox') WHERE name = 'release_outbox_panel_list'").get() !== undefined;
+  if (!indexed) {
+    const all = db.prepare(
+      `SELECT ${panelColumn} AS panel, SUM(state = 'pending') AS pending, SUM(state = 'dead') AS dead, MIN(CASE WHEN state = 'pending' THEN id END) AS oldestPendingId
+        FROM release_outbox WHERE state IN ('pending', 'dead') GROUP BY 1`,
+    );
+    return async (limit: number): Promise<PanelCounts[]> => {
+      const ranking = bestOf(limit);
+      for (const row of all.all() as (Omit<Ranked, 'oldestPendingId'> & { oldestPendingId: number | null })[])
+        ranking.keep({ ...row, oldestPendingId: row.oldestPendingId ?? undefined });
+      return withTimes(ranking.best);
+    };
+  }
+  // The next index entries of a state after a key (and up to one), counted by panel: the rest of
+  // the key's panel first, then the panels after it, each an index search that stops at its limit
+  // (a row-value `(panel, id) > (?, ?)` searches from the panel's first entry, every slice).
+  const counted = (where: string, order: string) =>
+    db.prepare(
+      `SELECT panel, COUNT(*) AS count, MIN(id) AS firstId, MAX(id) AS lastId FROM (
+        SELECT panel, id FROM release_outbox WHERE state = @state AND ${where} ORDER BY ${order} LIMIT @limit
+      ) GROUP BY panel ORDER BY panel`,
+    );
+  const upTo = 'panel <= @toPanel AND (panel < @toPanel OR id <= @toId)';
+  const restOfPanel = { open: counted('panel = @panel AND id > @id', 'id'), bounded: counted(`panel = @panel AND id > @id AND ${upTo}`, 'id') };
+  const nextPanels = { open: counted('panel > @panel', 'panel, id'), bounded: counted(`panel > @panel AND ${upTo}`, 'panel, id') };
+  const countOf = (groups: Group[]) => groups.reduce((sum, group) => sum + group.count, 0);
+  /** A state's panels in the next slice; `end`: the last key read, when the slice was full (more may follow). */
+  const read = (state: 'pending' | 'dead', after: Key, bound: Key | undefined) => {
+    const kind = bound === undefined ? 'open' : 'bounded';
+    const values = { state, ...after, toPanel: bound?.panel ?? null, toId: bound?.id ?? null };
+    const rest = restOfPanel[kind].all({ ...values, limit: ROWS_PER_SLICE }) as Group[];
+    const left = ROWS_PER_SLICE - countOf(rest);
+    const groups = left > 0 ? [...rest, ...(nextPanels[kind].all({ ...values, limit: left }) as Group[])] : rest;
+    const last = groups.at(-1);
+    return { groups, end: countOf(groups) === ROWS_PER_SLICE && last ? { panel: last.panel, id: last.lastId } : undefined };
+  };
+
+  return async function panelCounts(limit: number): Promise<PanelCounts[]> {
+    const ranking = bestOf(limit);
+    let open: Ranked | undefined;
+    const add = (panel: string, state: 'pending' | 'dead', group: Group) => {
+      if (open?.panel !== panel) {
+        if (open) ranking.keep(open);
+        open = { panel, pending: 0, dead: 0, oldestPendingId: undefined };
+      }
+      open[state] += group.count;
+      if (state === 'pending') open.oldestPendingId = Math.min(open.oldestPendingId ?? group.firstId, group.firstId);
+    };
+    let after: Key = { panel: '', id: 0 };
+    for (;;) {
+      // One key range per turn, both states read in it: up to where the one that filled its
+      // slice first stopped (the other read again up to there, when it went further).
+      let pending = read('pending', after, undefined);
+      const dead = read('dead', after, pending.end);
+      if (dead.end !== undefined && (pending.end === undefined || keyOrder(dead.end, pending.end) < 0)) pending = read('pending', after, dead.end);
+      const end = dead.end ?? pending.end;
+      // Both lists come sorted by panel: merged as they are.
+      let p = 0;
+      let d = 0;
+      while (p < pending.groups.length || d < dead.groups.length) {
+        const fromPending = pending.groups[p];
+        const fromDead = dead.groups[d];
+        if (fromDead === undefined || (fromPending !== undefined && utf8Order(fromPending.panel, fromDead.panel) <= 0)) {
+          add((fromPending as Group).panel, 'pending', fromPending as Group);
+          p++;
+        } else {
+          add(fromDead.panel, 'dead', fromDead);
+          d++;
+        }
+      }
+      if (end === undefined) break;
+      after = end;
+      await nextTurn();
+    }
+    if (open) ranking.keep(open);
+    return withTimes(ranking.best);
   };
 }

@@ -3,6 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync 
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
+import { MIGRATION_WAIT_MS, migrationNotice } from './sqlite-migration-wait.js';
 
 const SCHEMA_VERSION = 5;
 
@@ -107,9 +108,6 @@ function openReadOnly(Driver: ReturnType<typeof loadSqliteDriver>, file: string,
  * nothing. With `readonly`, the file must exist with the current schema and nothing is written
  * at all: listing works on a read-only file or a full disk.
  */
-/** How long an opener waits for another process's migration of the file: minutes for tens of millions of rows. */
-const MIGRATION_WAIT_MS = 10 * 60_000;
-
 export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly: boolean): SqliteDatabase {
   const Driver = loadSqliteDriver();
   if (readonly) {
@@ -132,25 +130,43 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     db.pragma('synchronous = FULL');
     const version = Number(db.pragma('user_version', { simple: true }));
     if (version > SCHEMA_VERSION) throw tooNew(file, version);
-    if (version < SCHEMA_VERSION) {
-      // Another process may be migrating a large file (the v5 indexes take about 3.5 s per
-      // million rows, under the write lock): wait for it as long as a migration may take, not
-      // just the busy timeout of everyday writes.
-      db.pragma(`busy_timeout = ${Math.max(busyTimeoutMs, MIGRATION_WAIT_MS)}`);
-      db.transaction(() => {
-        // Read again under the write lock: another process may have migrated meanwhile.
-        const current = Number(db.pragma('user_version', { simple: true }));
-        if (current === 0) db.exec(SCHEMA);
-        if (current === 1) db.exec(MIGRATE_V1_TO_V2);
-        if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
-        db.exec(INDEXES);
-        if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      }).immediate();
-      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    }
+    if (version < SCHEMA_VERSION) migrateFile(db, file, busyTimeoutMs);
     return db;
   } catch (error) {
     db.close();
     throw error;
+  }
+}
+
+/**
+ * Brings the schema up to date under the write lock. When another process holds that lock and
+ * says it is migrating the file (sqlite-migration-wait.ts), this waits for it as long as a
+ * migration may take; otherwise it fails after the busy timeout, as any write would.
+ */
+function migrateFile(db: SqliteDatabase, file: string, busyTimeoutMs: number): void {
+  const notice = migrationNotice(file);
+  const migrate = db.transaction(() => {
+    // Read again under the write lock: another process may have migrated meanwhile.
+    const current = Number(db.pragma('user_version', { simple: true }));
+    if (current >= SCHEMA_VERSION) return;
+    notice.announce();
+    if (current === 0) db.exec(SCHEMA);
+    if (current === 1) db.exec(MIGRATE_V1_TO_V2);
+    if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
+    db.exec(INDEXES);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  });
+  try {
+    migrate.immediate();
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || !notice.othersMigrating()) throw error;
+    db.pragma(`busy_timeout = ${Math.max(busyTimeoutMs, MIGRATION_WAIT_MS)}`);
+    try {
+      migrate.immediate();
+    } finally {
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    }
+  } finally {
+    notice.withdraw();
   }
 }
