@@ -268,7 +268,7 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
       const [[dead]] = (await admin.query(`SELECT id FROM ${table} LIMIT 1`)) as unknown as [[{ id: number }]];
       await admin.query(`UPDATE ${table} SET state = 'dead', updated_at = 1 WHERE id = ?`, [dead.id]);
       await expect(granted.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 10 })).rejects.toThrow(
-        /lacks a privilege .*DELETE ON each of the three tables \(DELETE for retention\)/,
+        /lacks a privilege .*DELETE ON each of the three tables \(DELETE for retention, and for an enqueue in your transaction/,
       );
     });
 

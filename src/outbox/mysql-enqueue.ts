@@ -14,6 +14,9 @@ import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
+/** Whether a transaction is open on the session now; reading a variable opens none, autocommit or not. */
+const IN_TRANSACTION_NOW = 'SELECT @@in_transaction AS open';
+
 /** InnoDB's answer when it chose the transaction as a deadlock's victim: it rolled back all of it. */
 const ER_LOCK_DEADLOCK = 1213;
 
@@ -54,9 +57,12 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     const writes = marker && guarded;
     const { panel, remoteTrackId: track } = row;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(connection, row, now, marker));
-    await run(connection, sql.lockTrack, [panel, track]);
-    const [pending] = rowsOf(await run(connection, sql.newestPending, [panel, track]));
-    const [delivered] = rowsOf(await run(connection, sql.latestDelivered, [panel, track]));
+    // In a caller's transaction, the lock and the locking reads require the marker too: none is
+    // taken in the next request's transaction on the connection (caller-guards.ts).
+    const guard = marker ?? [];
+    await run(connection, writes ? writes.lockTrack : sql.lockTrack, [panel, track, ...guard]);
+    const [pending] = rowsOf(await run(connection, writes ? writes.newestPending : sql.newestPending, [panel, track, ...guard]));
+    const [delivered] = rowsOf(await run(connection, writes ? writes.latestDelivered : sql.latestDelivered, [panel, track, ...guard]));
     const newestPending = pending && { id: Number(pending.id), contentHash: pending.content_hash as string };
     const latestDelivered = delivered && {
       id: Number(delivered.id),
@@ -64,7 +70,9 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       releaseId: num(delivered.release_id),
       historyOf: num(delivered.history_of),
     };
-    const dead = needsNewestDead(row, newestPending, latestDelivered) ? rowsOf(await run(connection, sql.newestDead, [panel, track]))[0] : undefined;
+    const dead = needsNewestDead(row, newestPending, latestDelivered)
+      ? rowsOf(await run(connection, writes ? writes.newestDead : sql.newestDead, [panel, track, ...guard]))[0]
+      : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
     if (plan.action === 'replace-pending') {
       const values = [row.body, row.contentHash, now, plan.id, ...(marker ?? [])];
@@ -143,13 +151,22 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   }
 
   /**
-   * Writes the chain's marker. Its own answer says whether it went into an open transaction (the
-   * server's in-transaction flag; Kysely's answers carry none, and it refuses a transaction that
-   * ended): one written on its own is taken away again, and the connection refused.
+   * Writes the chain's marker, right after asking whether a transaction is open: the two go out
+   * together, so nothing the app sends comes between them. With autocommit off, the insert itself
+   * would open a transaction (its answer then says "in a transaction" after the caller's
+   * ROLLBACK too): `@@in_transaction`, read first, says whether the caller's is still open. The
+   * insert's own answer says it went into one (Kysely's answers carry no status; it refuses a
+   * transaction that ended). A marker written outside the caller's transaction is taken away
+   * again, and the connection refused.
    */
   async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
-    const status = headerOf(await run(connection, guarded.mark, marker)).serverStatus;
-    if (((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
+    const asked = run(connection, IN_TRANSACTION_NOW);
+    const marked = run(connection, guarded.mark, marker);
+    asked.catch(() => {});
+    marked.catch(() => {});
+    const open = Number(rowsOf(await asked)[0]?.open);
+    const status = headerOf(await marked).serverStatus;
+    if (open !== 1 || ((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
       await run(connection, guarded.unmark, marker).catch(() => {});
       chain.ended = new Error('no open transaction');
       throw new TypeError(

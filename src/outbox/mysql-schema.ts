@@ -90,7 +90,8 @@ const FITTING: Record<string, (value: string | null) => boolean> = {
   character_set_connection: (value) => value === 'utf8mb4',
   character_set_results: (value) => value === 'utf8mb4' || value === null,
 };
-const asText = (value: unknown): string | null => (value === null || value === undefined ? null : Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+const asText = (value: unknown): string | null =>
+  value === null || value === undefined ? null : Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 
 /**
  * Refuses a session that switched a character set since start-up (`SET NAMES latin1`, or only
