@@ -105,4 +105,25 @@ describe('ranking panels on a SQLite outbox', () => {
       await mother.close();
     }
   }, 120_000);
+
+  it('ranks a panel after a long mother outage in slices: 100,000 oldest releases dead, 900,000 pending', async () => {
+    // Each slice of dead rows bounds the pending rows read beside it: that bound must stop the
+    // index search (in an OR it did not, and each slice walked all 900,000 pending entries).
+    const file = join(dir, 'outage.db');
+    await createSqliteOutboxStore({ file }).close();
+    const db = new (loadSqliteDriver())(file);
+    db.exec(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000000)
+      INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at)
+      SELECT 'only', '{}', 'h' || i, CASE WHEN i <= 100000 THEN 'dead' ELSE 'pending' END, 0, i, i FROM c`);
+    db.close();
+    const store = createSqliteOutboxStore({ file });
+    try {
+      await store.panelCounts?.(100);
+      const { ms, result } = await longestBlock(async () => store.panelCounts?.(100));
+      expect(result).toEqual([{ panel: 'only', pending: 900_000, dead: 100_000, oldestPendingAt: 100_001 }]);
+      expect(ms).toBeLessThan(150);
+    } finally {
+      store.close();
+    }
+  }, 120_000);
 });

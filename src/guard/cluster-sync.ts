@@ -68,6 +68,7 @@ export class ClusterSync {
   private writes: Promise<void> = Promise.resolve();
   private highestStamp = 0;
   private lastDisputeCheck = Number.NEGATIVE_INFINITY;
+  private disputeTimer: NodeJS.Timeout | undefined;
   /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
   private readonly instance = randomBytes(8).toString('hex');
   private started = false;
@@ -284,13 +285,25 @@ export class ClusterSync {
   /**
    * A record whose verdict contradicts ours and that the mother's clock cannot place
    * (apply-shared.ts): our own check settles it, since our own answer always applies. At most one
-   * a minute, so replaying records cannot make an instance call the mother more than that.
+   * a minute, so replaying records cannot make an instance call the mother more than that; one
+   * asked for within the minute is made when it is up (a replay spending the minute just before a
+   * genuine unlock cannot leave the instance locked).
    */
   private settleDispute(): void {
-    const at = performance.now();
-    if (this.closed || at - this.lastDisputeCheck < DISPUTE_CHECK_EVERY_MS) return;
-    this.lastDisputeCheck = at;
-    this.options.checkNow();
+    if (this.closed || this.disputeTimer !== undefined) return;
+    const wait = this.lastDisputeCheck + DISPUTE_CHECK_EVERY_MS - performance.now();
+    const check = () => {
+      this.disputeTimer = undefined;
+      if (this.closed) return;
+      this.lastDisputeCheck = performance.now();
+      this.options.checkNow();
+    };
+    if (wait <= 0) {
+      check();
+      return;
+    }
+    this.disputeTimer = setTimeout(check, wait);
+    this.disputeTimer.unref();
   }
 
   private rejected(error: unknown, value: unknown): void {
@@ -319,6 +332,7 @@ export class ClusterSync {
     this.closed = true;
     if (this.readTimer) clearInterval(this.readTimer);
     if (this.fallbackTimer) clearTimeout(this.fallbackTimer);
+    if (this.disputeTimer) clearTimeout(this.disputeTimer);
     await this.closeSubscription();
     await this.writes;
   }

@@ -14,20 +14,36 @@ import type { EnqueueResult, NewOutboxRow } from './store.js';
 import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from './transaction-watch.js';
 import { connectionTurns, trackTurns } from './turns.js';
 
-/** Whether a transaction is open on the session now; reading a variable opens none, autocommit or not. */
-const IN_TRANSACTION_NOW = 'SELECT @@in_transaction AS open';
+/**
+ * A statement that touches no table: its answer's status says whether a transaction is open on
+ * the session now (it opens none, autocommit or not), on MySQL and MariaDB alike.
+ */
+const TRANSACTION_STATUS = 'DO 0';
 
 /** InnoDB's answer when it chose the transaction as a deadlock's victim: it rolled back all of it. */
 const ER_LOCK_DEADLOCK = 1213;
 
-/** A statement of ours the server refused: undone alone, but for a deadlock (the whole transaction). */
-function failedIn(error: unknown): unknown {
-  if ((error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK) return error;
+/**
+ * A statement of ours the server refused is undone alone, but for a deadlock, which rolls back
+ * the whole transaction — reported as 1213, or under an AUTO-INC lock as 1467 ("Failed to read
+ * auto-increment value"), so the session is asked whether its transaction is still open.
+ */
+async function failedIn(connection: MysqlQueryable, error: unknown): Promise<unknown> {
+  let open: boolean;
+  try {
+    open = (error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK && isOpen(headerOf(await connection.query(TRANSACTION_STATUS)).serverStatus);
+  } catch {
+    open = false;
+  }
+  if (open) return error;
   return new Error(
     `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}): the database rolled all of your transaction back, as MySQL does on a deadlock. Do not go on with it: run the whole transaction again.`,
     { cause: error },
   );
 }
+
+/** The server status flag of an open transaction; through Kysely, whose answers carry none, assumed open (it refuses a transaction that ended). */
+const isOpen = (status: number | undefined): boolean => ((status ?? IN_TRANSACTION) & IN_TRANSACTION) !== 0;
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -145,7 +161,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
         await run(connection, guarded.unmark, marker).catch(() => {});
         return endedEnqueue(watch, written, error);
       }
-      throw failedIn(privilegeError(names, error));
+      throw await failedIn(caller, privilegeError(names, error));
     }
     return afterLastStatement(watch, written as EnqueueResult);
   }
@@ -153,24 +169,29 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   /**
    * Writes the chain's marker, right after asking whether a transaction is open: the two go out
    * together, so nothing the app sends comes between them. With autocommit off, the insert itself
-   * would open a transaction (its answer then says "in a transaction" after the caller's
-   * ROLLBACK too): `@@in_transaction`, read first, says whether the caller's is still open. The
-   * insert's own answer says it went into one (Kysely's answers carry no status; it refuses a
-   * transaction that ended). A marker written outside the caller's transaction is taken away
-   * again, and the connection refused.
+   * would open a transaction (its answer then says "in a transaction" after the caller's ROLLBACK
+   * too): a statement that touches no table, sent first, says whether the caller's is still open.
+   * A marker written outside the caller's transaction is taken away again, and the connection
+   * refused.
    */
   async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
-    const asked = run(connection, IN_TRANSACTION_NOW);
+    const asked = connection.query(TRANSACTION_STATUS);
     const marked = run(connection, guarded.mark, marker);
     asked.catch(() => {});
     marked.catch(() => {});
-    const open = Number(rowsOf(await asked)[0]?.open);
-    const status = headerOf(await marked).serverStatus;
-    if (open !== 1 || ((status ?? IN_TRANSACTION) & IN_TRANSACTION) === 0) {
+    let open: boolean;
+    try {
+      open = isOpen(headerOf(await asked).serverStatus) && isOpen(headerOf(await marked).serverStatus);
+    } catch (error) {
+      // The marker may have gone in although the question failed: take it away where it can be.
+      await marked.then(() => run(connection, guarded.unmark, marker)).catch(() => {});
+      throw error;
+    }
+    if (!open) {
       await run(connection, guarded.unmark, marker).catch(() => {});
       chain.ended = new Error('no open transaction');
       throw new TypeError(
-        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored (if it had one, it already ended: an enqueue not awaited inside it?).',
+        'panel-license-guard: `transaction` is a connection with no open transaction: call `await connection.beginTransaction()` (or START TRANSACTION) first, so the release commits or rolls back with your rows. Nothing was stored. (With autocommit off, a transaction only begins with its first statement that reads or writes a table; begin it explicitly. If it had one, it already ended: an enqueue not awaited inside it?)',
       );
     }
     chain.marker = marker;

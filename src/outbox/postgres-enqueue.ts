@@ -163,7 +163,9 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     // after it, on a client that may be the next request's now (caller-chains.ts).
     if (chain.ended !== undefined) return endedEnqueue<EnqueueResult>(watch, undefined, chain.ended);
     // Each statement first asks the caller's library whether its transaction is still open.
-    const client = watched(caller, watch);
+    // Statements go unnamed on the caller's client: a named one is prepared once per connection,
+    // and an app that resets its pooled sessions (DISCARD ALL) would drop it under the driver.
+    const client = unnamed(watched(caller, watch));
     const savepoint = `panel_license_outbox_${++savepoints}`;
     // A savepoint made and released at once proves the client is inside BEGIN (SAVEPOINT fails
     // anywhere else). The three go out together: nothing the app sends on this client can come
@@ -195,8 +197,8 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
       chain.marker = inCaller.xid;
       // A transaction-wide snapshot (REPEATABLE READ, SERIALIZABLE) would miss a release another
       // host just stored, and when the rules then decide nothing needs writing, no conflict is
-      // ever raised: the release would be lost.
-      if (level !== 'read committed')
+      // ever raised: the release would be lost. PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
+      if (level !== 'read committed' && level !== 'read uncommitted')
         throw new TypeError(
           `panel-license-guard: the outbox can only enqueue in a READ COMMITTED transaction (the default), not ${String(level).toUpperCase()}: its snapshot could miss a release another host just stored.`,
         );
@@ -239,5 +241,12 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     async idle() {
       await byTrack.idle();
     },
+  };
+}
+
+/** `client`, its statements sent without their names (node-postgres prepares a named one once per connection). */
+function unnamed(client: PgQueryable): PgQueryable {
+  return {
+    query: (query, values) => (typeof query === 'string' ? client.query(query, values) : client.query(query.text, query.values ?? values)),
   };
 }

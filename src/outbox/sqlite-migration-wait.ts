@@ -3,8 +3,10 @@
 // rows), and a second process opening the file then must wait for it rather than fail after its
 // busy timeout; but a process that holds the lock for another reason (a stopped writer, an
 // operator's sqlite3 shell) must not freeze an opener for minutes, since opening is synchronous.
-// So the migrating process says so in a file beside the outbox, with its pid, while it migrates.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+// So the migrating process says so in a file beside the outbox (beside its real path, whatever
+// link it was opened through) while it migrates: its host, its pid and when it began.
+import { readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 
 /** How long an opener waits for another process's migration of the file: minutes for tens of millions of rows. */
 export const MIGRATION_WAIT_MS = 10 * 60_000;
@@ -14,34 +16,63 @@ export interface MigrationNotice {
   announce(): void;
   /** Takes back what `announce()` said. */
   withdraw(): void;
-  /** Whether a live process other than this one says it is migrating the file now. */
+  /**
+   * Whether another process says it is migrating the file now: one of this host and pid
+   * namespace that is alive, or one of another (a second container on the same volume, whose
+   * pids are not ours to look up) that began less than MIGRATION_WAIT_MS ago. A notice left by a crashed migrator is
+   * believed no longer than that either.
+   */
   othersMigrating(): boolean;
 }
 
+interface Notice {
+  host: string;
+  /** The pid namespace the pid belongs to (Linux; a container has its own). */
+  ns: string | null;
+  pid: number;
+  at: number;
+}
+
 export function migrationNotice(file: string): MigrationNotice {
-  const notice = `${file}-migrating`;
-  let announced = false;
+  const memory = file === ':memory:';
+  const path = () => `${realPath(file)}-migrating`;
+  let written: string | undefined;
   return {
     announce() {
-      if (file === ':memory:') return;
-      writeFileSync(notice, String(process.pid));
-      announced = true;
+      if (memory) return;
+      const at = path();
+      writeFileSync(at, JSON.stringify({ host: hostname(), ns: pidNamespace(), pid: process.pid, at: Date.now() } satisfies Notice));
+      written = at;
     },
     withdraw() {
-      if (!announced) return;
-      rmSync(notice, { force: true });
-      announced = false;
+      if (written === undefined) return;
+      rmSync(written, { force: true });
+      written = undefined;
     },
     othersMigrating() {
-      let pid: number;
+      if (memory) return false;
+      let notice: Partial<Notice>;
       try {
-        pid = Number(readFileSync(notice, 'utf8'));
+        notice = JSON.parse(readFileSync(path(), 'utf8')) as Partial<Notice>;
       } catch {
         return false;
       }
-      return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid);
+      const { host, ns, pid, at } = notice;
+      if (typeof pid !== 'number' || typeof at !== 'number' || !(Date.now() - at < MIGRATION_WAIT_MS)) return false;
+      // Another host or pid namespace: its pid cannot be looked up here, only its age says.
+      if (host !== hostname() || (ns ?? null) !== pidNamespace()) return true;
+      return pid !== process.pid && isAlive(pid);
     },
   };
+}
+
+/** The file's real path (links resolved), so every opener finds the same notice. */
+function realPath(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return file;
+  }
 }
 
 /** Signal 0 asks whether the process exists (EPERM: it does, under another user). */
@@ -51,5 +82,14 @@ function isAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** This process's pid namespace (`pid:[…]` on Linux), or null where there is none to read. */
+function pidNamespace(): string | null {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return null;
   }
 }

@@ -10,7 +10,7 @@ import type { SqliteDatabase } from './sqlite-driver.js';
 import type { PanelCounts } from './store.js';
 
 /** Index entries read per state and slice: a few ms of the loop each. */
-export const ROWS_PER_SLICE = 10_000;
+export const ROWS_PER_SLICE = 5_000;
 
 interface Key {
   panel: string;
@@ -37,6 +37,8 @@ interface Ranked {
  */
 function utf8Order(a: string, b: string): number {
   if (a === b) return 0;
+  // The two orders differ only where both strings hold a unit from U+D800 up: else the native one.
+  if (!HIGH_UNITS.test(a) || !HIGH_UNITS.test(b)) return a < b ? -1 : 1;
   const length = Math.min(a.length, b.length);
   for (let i = 0; i < length; i++) {
     const x = a.charCodeAt(i);
@@ -45,6 +47,7 @@ function utf8Order(a: string, b: string): number {
   }
   return a.length - b.length;
 }
+const HIGH_UNITS = /[\uD800-\uFFFF]/;
 const codePointRank = (unit: number): number => (unit < 0xd800 ? unit : unit < 0xe000 ? unit + 0x2000 : unit - 0x800);
 const keyOrder = (a: Key, b: Key): number => utf8Order(a.panel, b.panel) || a.id - b.id;
 
@@ -97,26 +100,34 @@ export function createPanelRanking(db: SqliteDatabase, panelColumn: string) {
       return withTimes(ranking.best);
     };
   }
-  // The next index entries of a state after a key (and up to one), counted by panel: the rest of
-  // the key's panel first, then the panels after it, each an index search that stops at its limit
-  // (a row-value `(panel, id) > (?, ?)` searches from the panel's first entry, every slice).
+  // The next index entries of a state after a key (and up to one), counted by panel, each part an
+  // index range that stops where it should: the rest of the key's panel, the panels after it (up
+  // to the bound's panel), then the bound's panel up to its id. A row-value `(panel, id) > (?, ?)`
+  // searches from the panel's first entry, and a bound inside an OR stops no search: both walked
+  // a panel's whole index on every slice.
   const counted = (where: string, order: string) =>
     db.prepare(
       `SELECT panel, COUNT(*) AS count, MIN(id) AS firstId, MAX(id) AS lastId FROM (
         SELECT panel, id FROM release_outbox WHERE state = @state AND ${where} ORDER BY ${order} LIMIT @limit
       ) GROUP BY panel ORDER BY panel`,
     );
-  const upTo = 'panel <= @toPanel AND (panel < @toPanel OR id <= @toId)';
-  const restOfPanel = { open: counted('panel = @panel AND id > @id', 'id'), bounded: counted(`panel = @panel AND id > @id AND ${upTo}`, 'id') };
-  const nextPanels = { open: counted('panel > @panel', 'panel, id'), bounded: counted(`panel > @panel AND ${upTo}`, 'panel, id') };
+  const restOfPanel = counted('panel = @panel AND id > @id', 'id');
+  const restOfPanelUpTo = counted('panel = @panel AND id > @id AND id <= @toId', 'id');
+  const panelsAfter = counted('panel > @panel', 'panel, id');
+  const panelsBetween = counted('panel > @panel AND panel < @toPanel', 'panel, id');
+  const startOfPanel = counted('panel = @toPanel AND id <= @toId', 'id');
   const countOf = (groups: Group[]) => groups.reduce((sum, group) => sum + group.count, 0);
   /** A state's panels in the next slice; `end`: the last key read, when the slice was full (more may follow). */
   const read = (state: 'pending' | 'dead', after: Key, bound: Key | undefined) => {
-    const kind = bound === undefined ? 'open' : 'bounded';
-    const values = { state, ...after, toPanel: bound?.panel ?? null, toId: bound?.id ?? null };
-    const rest = restOfPanel[kind].all({ ...values, limit: ROWS_PER_SLICE }) as Group[];
-    const left = ROWS_PER_SLICE - countOf(rest);
-    const groups = left > 0 ? [...rest, ...(nextPanels[kind].all({ ...values, limit: left }) as Group[])] : rest;
+    const values = { state, ...after, toPanel: bound?.panel, toId: bound?.id };
+    const parts =
+      bound === undefined ? [restOfPanel, panelsAfter] : bound.panel === after.panel ? [restOfPanelUpTo] : [restOfPanel, panelsBetween, startOfPanel];
+    const groups: Group[] = [];
+    for (const part of parts) {
+      const left = ROWS_PER_SLICE - countOf(groups);
+      if (left <= 0) break;
+      groups.push(...(part.all({ ...values, limit: left }) as Group[]));
+    }
     const last = groups.at(-1);
     return { groups, end: countOf(groups) === ROWS_PER_SLICE && last ? { panel: last.panel, id: last.lastId } : undefined };
   };
