@@ -107,4 +107,17 @@ describe('the SQLite migration notice', () => {
     },
     120_000,
   );
+
+  it('is not believed when it claims to start a day from now (a clock far ahead): a hung writer fails the opener after its busy timeout', async () => {
+    const file = join(dir, 'future.db');
+    await createSqliteOutboxStore({ file }).close();
+    const db = new (loadSqliteDriver())(file);
+    db.pragma('user_version = 4');
+    db.close();
+    writeFileSync(`${file}-migrating`, JSON.stringify({ host: 'other-host', ns: 'pid:[1]', pid: 4242, at: Date.now() + 24 * 3600_000 }));
+    const holder = spawn(process.execPath, ['--import', LOADER, HOLDER, file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(holder);
+    await new Promise<void>((resolve) => holder.stdout?.on('data', (chunk) => String(chunk).includes('held') && resolve()));
+    expect(await within(open(file, 200), 8000)).toEqual(expect.objectContaining({ ok: false, code: 'SQLITE_BUSY' }));
+  }, 30_000);
 });

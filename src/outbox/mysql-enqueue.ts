@@ -31,7 +31,7 @@ const ER_LOCK_DEADLOCK = 1213;
 async function failedIn(connection: MysqlQueryable, error: unknown): Promise<unknown> {
   let open: boolean;
   try {
-    open = (error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK && isOpen(headerOf(await connection.query(TRANSACTION_STATUS)).serverStatus);
+    open = (error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK && (await stillOpen(connection, error));
   } catch {
     open = false;
   }
@@ -40,6 +40,26 @@ async function failedIn(connection: MysqlQueryable, error: unknown): Promise<unk
     `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}): the database rolled all of your transaction back, as MySQL does on a deadlock. Do not go on with it: run the whole transaction again.`,
     { cause: error },
   );
+}
+
+/** Errors with which InnoDB rolls back the whole transaction (a deadlock, reported as such or, under an AUTO-INC lock, as 1467). */
+const ROLLS_BACK = new Set([ER_LOCK_DEADLOCK, 1467]);
+
+/**
+ * Whether the session's transaction is still open after `error`: the status of an answer that
+ * touches no table; through Kysely, whose answers carry no status, `@@in_transaction` (MariaDB),
+ * else what the error says.
+ */
+async function stillOpen(connection: MysqlQueryable, error: unknown): Promise<boolean> {
+  const status = headerOf(await connection.query(TRANSACTION_STATUS)).serverStatus;
+  if (status !== undefined) return isOpen(status);
+  try {
+    const [row] = rowsOf(await connection.query('SELECT @@in_transaction AS open'));
+    return Number(row?.open) === 1;
+  } catch {
+    // MySQL 8 has no such variable: the error decides.
+    return !ROLLS_BACK.has(Number((error as { errno?: unknown } | null)?.errno));
+  }
 }
 
 /** The server status flag of an open transaction; through Kysely, whose answers carry none, assumed open (it refuses a transaction that ended). */

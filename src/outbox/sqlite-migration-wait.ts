@@ -41,8 +41,14 @@ export function migrationNotice(file: string): MigrationNotice {
     announce() {
       if (memory) return;
       const at = path();
-      writeFileSync(at, JSON.stringify({ host: hostname(), ns: pidNamespace(), pid: process.pid, at: Date.now() } satisfies Notice));
-      written = at;
+      // Best effort: where no file can be made beside the outbox, the migration goes on without
+      // one (a second opener then fails after its busy timeout, as it would without notices).
+      try {
+        writeFileSync(at, JSON.stringify({ host: hostname(), ns: pidNamespace(), pid: process.pid, at: Date.now() } satisfies Notice));
+        written = at;
+      } catch {
+        written = undefined;
+      }
     },
     withdraw() {
       if (written === undefined) return;
@@ -58,7 +64,10 @@ export function migrationNotice(file: string): MigrationNotice {
         return false;
       }
       const { host, ns, pid, at } = notice;
-      if (typeof pid !== 'number' || typeof at !== 'number' || !(Date.now() - at < MIGRATION_WAIT_MS)) return false;
+      // Believed for MIGRATION_WAIT_MS from its start, and not at all when it claims to start
+      // later than a minute from now (a clock far ahead, or a notice that is not one).
+      const age = Date.now() - (typeof at === 'number' ? at : Number.NaN);
+      if (typeof pid !== 'number' || !(age > -60_000 && age < MIGRATION_WAIT_MS)) return false;
       // Another host or pid namespace: its pid cannot be looked up here, only its age says.
       if (host !== hostname() || (ns ?? null) !== pidNamespace()) return true;
       return pid !== process.pid && isAlive(pid);
