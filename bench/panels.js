@@ -7,7 +7,7 @@ import vm from 'node:vm';
 import { licenseGuard } from 'panel-license-guard';
 import { registerMetrics } from 'panel-license-guard/metrics';
 import { Registry } from 'prom-client';
-import { createCheckSpreader } from '../dist/guard/check-spreader.js';
+import { createCheckSpreader } from '../dist/guard/panels/check-spreader.js';
 import { hostedPanels, hostOf, PANELS } from './app.js';
 import { startChild } from './child.js';
 import { fmt, median, round } from './stats.js';

@@ -32,6 +32,7 @@ export { licenseGuard } from './guard/license-guard.js';
 export type { ChangeEvent } from './guard/license-monitor.js';
 export type { LicenseStatus } from './guard/license-status.js';
 export type { StatusBody, StatusHandlerOptions } from './guard/status-handler.js';
+export type { LicenseStore, StoreHealth } from './license-store/license-store.js';
 export type { LogFields, Logger } from './logger.js';
 export type {
   DeadEvent,
@@ -44,7 +45,6 @@ export type {
   PrunedEvent,
   RetryingEvent,
 } from './outbox/events.js';
-export { createMemoryOutboxStore } from './outbox/memory-store.js';
 export type { OutboxPanelCredentials, OutboxPanelsOptions, ReleaseOutboxOptions, ReleaseSender } from './outbox/options.js';
 export {
   createReleaseOutbox,
@@ -55,7 +55,6 @@ export {
   type ReleaseOutbox,
 } from './outbox/outbox.js';
 export type { RetentionOptions } from './outbox/retention.js';
-export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/sqlite-store.js';
 export type {
   ChangedRow,
   ClaimedRow,
@@ -79,10 +78,11 @@ export type {
   StoredRow,
 } from './outbox/store.js';
 export { UNASSIGNED_PANEL } from './outbox/store.js';
+export { createMemoryOutboxStore } from './outbox/stores/memory/memory-store.js';
+export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/stores/sqlite/sqlite-store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export type { AllowRule } from './serve/allow-list.js';
 export type { Branding } from './serve/branding.js';
 export type { LicenseState } from './serve/license-state.js';
 export type { LicenseLocals } from './serve/snapshot.js';
 export { type SignedHeaders, type SignRequestInput, signRequest, type VerifyResult, type VerifySignatureInput, verifySignature } from './signing.js';
-export type { LicenseStore, StoreHealth } from './store/license-store.js';

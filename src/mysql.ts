@@ -1,3 +1,3 @@
 // Entry point of panel-license-guard/mysql: the release outbox store on MySQL 8 / MariaDB 10.6+ (mysql2).
-export type { MysqlConnection, MysqlPool, MysqlQueryable } from './outbox/mysql-schema.js';
-export { type MysqlOutboxStore, type MysqlOutboxStoreOptions, mysqlOutboxStore } from './outbox/mysql-store.js';
+export type { MysqlConnection, MysqlPool, MysqlQueryable } from './outbox/stores/mysql/mysql-schema.js';
+export { type MysqlOutboxStore, type MysqlOutboxStoreOptions, mysqlOutboxStore } from './outbox/stores/mysql/mysql-store.js';

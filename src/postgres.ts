@@ -1,3 +1,3 @@
 // Entry point of panel-license-guard/postgres: the release outbox store on PostgreSQL (node-postgres 8).
-export type { PgClient, PgPool, PgQueryable } from './outbox/postgres-schema.js';
-export { type PostgresOutboxStore, type PostgresOutboxStoreOptions, postgresOutboxStore } from './outbox/postgres-store.js';
+export type { PgClient, PgPool, PgQueryable } from './outbox/stores/postgres/postgres-schema.js';
+export { type PostgresOutboxStore, type PostgresOutboxStoreOptions, postgresOutboxStore } from './outbox/stores/postgres/postgres-store.js';

@@ -4,8 +4,8 @@ import type { Server } from 'node:http';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../src/testing.js';
-import { silentLogger } from './guard-app.js';
-import { API_KEY, API_SECRET, startEmulator } from './helpers.js';
+import { silentLogger } from './support/guard-app.js';
+import { API_KEY, API_SECRET, startEmulator } from './support/helpers.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);

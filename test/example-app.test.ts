@@ -2,8 +2,8 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createPanelApp } from '../example-app/app.js';
 import type { MotherEmulator } from '../src/testing.js';
-import { silentLogger } from './guard-app.js';
-import { API_KEY, API_SECRET, startEmulator, waitFor } from './helpers.js';
+import { silentLogger } from './support/guard-app.js';
+import { API_KEY, API_SECRET, startEmulator, waitFor } from './support/helpers.js';
 
 // The example panel imports the package by its published name (dist/), as a user's app would.
 let emulator: MotherEmulator;

@@ -2,8 +2,8 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createPanelsApp } from '../example-app/panels.js';
 import type { MotherEmulator } from '../src/testing.js';
-import { silentLogger } from './guard-app.js';
-import { startEmulator } from './helpers.js';
+import { silentLogger } from './support/guard-app.js';
+import { startEmulator } from './support/helpers.js';
 
 // The example's multi-panel mode (`npm start -- --panels`), built on the published package (dist/).
 let emulator: MotherEmulator;

@@ -6,7 +6,7 @@ import type { MotherEmulator } from '../src/emulator/emulator.js';
 import { type LicenseGuard, licenseGuard } from '../src/index.js';
 import { isolateLogger, type Logger } from '../src/logger.js';
 import { createReleaseOutbox } from '../src/outbox/outbox.js';
-import { clientFor, startEmulator, waitFor } from './helpers.js';
+import { clientFor, startEmulator, waitFor } from './support/helpers.js';
 
 // Loggers passed as they are: each gets the message and the structured fields in its own form.
 let emulator: MotherEmulator;

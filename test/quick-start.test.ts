@@ -5,8 +5,8 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../src/cli/io.js';
 import { main } from '../src/cli/main.js';
-import { sleep, waitFor } from './helpers.js';
-import { freePort, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+import { sleep, waitFor } from './support/helpers.js';
+import { freePort, REDIS_URL, redisAnswers, serviceAvailable } from './support/services.js';
 
 // The README's quick start, run as a newcomer would: `npm start` (stopped), then `npm test`.
 const root = resolve(import.meta.dirname, '..');

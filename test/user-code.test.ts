@@ -3,7 +3,7 @@ import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../src/index.js';
 import type { MotherEmulator } from '../src/testing.js';
-import { API_KEY, API_SECRET, startEmulator } from './helpers.js';
+import { API_KEY, API_SECRET, startEmulator } from './support/helpers.js';
 
 // Every call into the host's code is isolated: whatever it throws, even a value whose String()
 // throws, cannot change a verdict, skip a transition, or escape into the host app.

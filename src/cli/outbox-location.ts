@@ -2,11 +2,11 @@
 import { existsSync } from 'node:fs';
 import { UsageError } from '../errors.js';
 import { describeError } from '../logger.js';
-import type { PgPool } from '../outbox/postgres-schema.js';
-import { postgresOutboxStore } from '../outbox/postgres-store.js';
-import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/postgres-url.js';
-import { createSqliteOutboxStore } from '../outbox/sqlite-store.js';
 import type { OutboxStore } from '../outbox/store.js';
+import type { PgPool } from '../outbox/stores/postgres/postgres-schema.js';
+import { postgresOutboxStore } from '../outbox/stores/postgres/postgres-store.js';
+import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/stores/postgres/postgres-url.js';
+import { createSqliteOutboxStore } from '../outbox/stores/sqlite/sqlite-store.js';
 
 /** `postgres:` or `postgresql:` however it goes on: a PostgreSQL location, never a file path. */
 const POSTGRES_SCHEME = /^postgres(ql)?:/i;

@@ -1,8 +1,8 @@
 // The panels list's one pass over the panels in memory (up to `panels.max`, a million at most): the
 // counts by state and the panels of one page, most telling first, read a slice at a time (one
 // slice a turn of the event loop, slices.ts); only the panels shown are read in full.
-import type { ReadablePanel } from '../guard/panel-readings.js';
-import { rank } from '../guard/panel-readings.js';
+import type { ReadablePanel } from '../guard/panels/panel-readings.js';
+import { rank } from '../guard/panels/panel-readings.js';
 import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { nextSlice } from './slices.js';

@@ -1,15 +1,15 @@
 // Public options of licenseGuard() and their validation into a fully resolved config.
 import type { FetchLike } from '../client/http.js';
 import { createMotherClient, type MotherClient } from '../client/mother-client.js';
+import { isLicenseStore, type LicenseStore } from '../license-store/license-store.js';
 import { describeError, isolateLogger, type Logger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, rejectUnknownOptions, timerMs } from '../options.js';
 import { type AllowRule, createAllowMatcher } from '../serve/allow-list.js';
 import { type DomainsMode, resolveDomainPolicy } from '../serve/licensed-domains.js';
 import { type PublicMessageInput, publicMessageFrom, supportContactFrom } from '../serve/public-message.js';
 import type { ServeConfig } from '../serve/serve-config.js';
-import { isLicenseStore, type LicenseStore } from '../store/license-store.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
-import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels-options.js';
+import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels/panels-options.js';
 import { GuardTelemetry } from './telemetry.js';
 
 /** `console`, a pino or winston logger, or any `{ warn, error }`. */

@@ -3,12 +3,12 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { LicenseState } from '../serve/license-state.js';
 import { serveVerdict, uncheckedDomainWarning } from '../serve/serve-verdict.js';
-import { createClusterSync, sharedRecordOf } from './cluster-wiring.js';
+import { createClusterSync, sharedRecordOf } from './cluster/cluster-wiring.js';
 import type { LicenseGuard } from './guard-api.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { createHealthHandler } from './health-handler.js';
 import { LicenseMonitor } from './license-monitor.js';
-import { multiPanelGuard } from './multi-panel-guard.js';
+import { multiPanelGuard } from './panels/multi-panel-guard.js';
 import { createPoller } from './poller.js';
 import { restoreStateFile } from './state-restore.js';
 import { createStatusHandler } from './status-handler.js';

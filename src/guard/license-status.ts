@@ -1,6 +1,7 @@
 // What `guard.status()` reports of one panel: read by the status handler, metrics and events.
+
+import type { StoreHealth } from '../license-store/license-store.js';
 import type { LicenseState } from '../serve/license-state.js';
-import type { StoreHealth } from '../store/license-store.js';
 
 export interface LicenseStatus {
   state: LicenseState;

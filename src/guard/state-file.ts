@@ -5,8 +5,8 @@ import { dirname } from 'node:path';
 import { z } from 'zod';
 import { type LicenseResponse, licenseResponseSchema } from '../client/license-response.js';
 import { LocalStateError } from '../errors.js';
+import { type Mac, seal, unseal } from '../license-store/sealed-json.js';
 import { shown } from '../options.js';
-import { type Mac, seal, unseal } from '../store/sealed-json.js';
 
 export interface StoredVerdict {
   verdict: LicenseResponse;

@@ -6,7 +6,7 @@ import type { LicenseState } from '../serve/license-state.js';
 import type { DomainPolicy } from '../serve/licensed-domains.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
 import type { LicenseStatus } from './license-status.js';
-import type { ReadablePanel } from './panel-readings.js';
+import type { ReadablePanel } from './panels/panel-readings.js';
 
 /** One license check this instance ran, as it ended. */
 export interface CheckRecord {

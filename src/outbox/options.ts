@@ -1,12 +1,12 @@
-export type { OutboxPanelCredentials } from './panel-senders.js';
+export type { OutboxPanelCredentials } from './panels/panel-senders.js';
 export type { ReleaseSender } from './release-sender.js';
 
 import type { FetchLike } from '../client/http.js';
 import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
 import type { OutboxLogger } from './events.js';
-import type { OutboxPanelCredentials } from './panel-senders.js';
-import { type PanelsSource, resolvePanelsSource } from './panels-options.js';
+import type { OutboxPanelCredentials } from './panels/panel-senders.js';
+import { type PanelsSource, resolvePanelsSource } from './panels/panels-options.js';
 import type { ReleaseSender } from './release-sender.js';
 import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
 import type { OutboxStore } from './store.js';

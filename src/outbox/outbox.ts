@@ -6,13 +6,11 @@ import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { isWellFormedText } from '../text.js';
 import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxEventName, type OutboxListener, type OutboxTelemetry } from './events.js';
-import { createMemoryOutboxStore } from './memory-store.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
-import { manyPanelsRouting, singlePanelRouting } from './panel-routing.js';
-import { panelScoping } from './panel-scope.js';
-import { PanelSenders } from './panel-senders.js';
+import { manyPanelsRouting, singlePanelRouting } from './panels/panel-routing.js';
+import { panelScoping } from './panels/panel-scope.js';
+import { PanelSenders } from './panels/panel-senders.js';
 import { createRetentionRunner } from './retention.js';
-import { createSqliteOutboxStore } from './sqlite-store.js';
 import {
   type EnqueueOptions,
   type EnqueueResult,
@@ -23,7 +21,9 @@ import {
   type StoredRow,
   UNASSIGNED_PANEL,
 } from './store.js';
-import { createDeliveryWorker } from './worker.js';
+import { createMemoryOutboxStore } from './stores/memory/memory-store.js';
+import { createSqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
+import { createDeliveryWorker } from './worker/worker.js';
 
 export interface OutboxStats {
   /** The counts are of this panel (a single-panel outbox's own, or the one asked for); undefined: every panel. */

@@ -1,0 +1,411 @@
+// The delivery worker: pushes at most N releases at once, claiming due rows a few ahead (so a
+// slot that frees up starts its next push at once, without a round trip to the store) and
+// recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
+
+import { LEASE_MARGIN_MS } from '../options.js';
+import { PanelHolds } from '../panels/panel-holds.js';
+import type { PanelRouting } from '../panels/panel-routing.js';
+import type { ClaimedRow, DeliveryOutcome, SettleResult } from '../store.js';
+import { createTroubleReporter } from '../trouble.js';
+import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
+import { asError } from './failure.js';
+import { HandOffs } from './hand-offs.js';
+import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
+import { tellOutcome } from './outcome-events.js';
+import { createSettleBatcher } from './settle-batcher.js';
+import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
+
+export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contract.js';
+
+/** While claims keep failing, how often the same trouble is reported again. */
+const STORE_TROUBLE_REPEAT_MS = 60_000;
+/** Claims in a row that may come back short while panels were left unvisited, before waiting for the next poll. */
+const MAX_PARTIAL_CLAIMS = 16;
+/**
+ * Answered pushes whose outcomes may be waiting to be recorded, at least (see openSlots): what a
+ * crash may send twice, beside the pushes in flight. 8 lets a slow store fall a little behind,
+ * and at low concurrency lets 4 to 7 outcomes share a statement (see holdOutcomes).
+ */
+const MIN_RECORDING = 8;
+/** Below this concurrency, outcomes wait for the next push's to share a statement. */
+const HOLD_BELOW = 4;
+/** Rows claimed ahead, at least (a single slot still gets a few, so claims come in batches). */
+const MIN_CLAIM_AHEAD = 8;
+/**
+ * Rows claimed ahead, at most, while pushes are quick. Claims then come in batches of about 48
+ * (see REFILL_BELOW): a claim's cost is mostly fixed (its transaction and commit, the rows this
+ * worker holds stepped over), so on SQLite at concurrency 1 one claim of 48 took 12.9 µs of the
+ * event loop per release where claims of 16 took 24.8.
+ */
+const MAX_CLAIM_AHEAD = 64;
+/** A claim for rows ahead is made once those left fall below this share of `ahead`. */
+const REFILL_BELOW = 1 / 4;
+/** What a row claimed ahead but never sent says when it goes back. */
+const HANDED_BACK = 'not sent: handed back unclaimed (the outbox stopped, or the row waited too long for a free slot); due again at once';
+
+export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
+  const { store, routing, events, owner, now, concurrency } = config;
+  // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
+  // Probes of failing panels and mothers may take a quarter of the slots at most: a mother that
+  // hangs costs its probe's slot, never every slot.
+  // With many panels, one panel's rows take half the slots at most: a tenant whose releases hang
+  // (or who just has the biggest backlog) never holds every slot.
+  const holds = new PanelHolds({
+    ...config,
+    maxProbes: Math.max(1, Math.floor(concurrency / 4)),
+    maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(concurrency / 2)) : Number.POSITIVE_INFINITY,
+  });
+  const attempt = createAttempts(config, routing, holds);
+  // Below concurrency 4, while a push is under way, an answered one's outcome waits for that
+  // push's to share a commit (from 4 up, outcomes arriving in the same turn already share one).
+  // A store that writes a batch inline (SQLite) answers before any other push can: outcomes wait
+  // up to as many as leave every slot free to push (openSlots), seven per commit at concurrency 1.
+  // One that writes asynchronously needs room for the pushes answering meanwhile: half of those.
+  const holdOutcomes = concurrency < HOLD_BELOW;
+  const settle = createSettleBatcher(store, owner, {
+    holdWhile: (waiting, inline) => holdOutcomes && pushing > 0 && waiting < (inline ? recording - concurrency : recording / 2),
+  });
+  // A row claimed ahead waits for a slot; its push must still start with a whole push and the
+  // time to record it left on its lease. Where the lease leaves no such room, nothing is claimed
+  // ahead. Nor with many panels: rows waiting in a queue of ours would defeat the panels' shares
+  // of the slots (a hanging tenant's rows would take each slot as it frees up).
+  const maxWaitMs = config.leaseMs - LEASE_MARGIN_MS - (config.pushTimeoutMs ?? config.leaseMs / 2);
+  const claimsAhead = maxWaitMs > 0 && routing.panel !== undefined;
+  /** Recent pushes' duration, smoothed (ms); undefined before the first answer. */
+  let pushMs: number | undefined;
+  /**
+   * Rows to claim ahead: as many as the slots send in half the time a row may wait, between
+   * max(8, concurrency) and max(64, concurrency). A slow mother's rows are not claimed so far
+   * ahead that they wait out their lease and go back unsent (which costs a write and a claim each).
+   */
+  const aheadNow = (): number => {
+    if (!claimsAhead) return 0;
+    const least = Math.max(MIN_CLAIM_AHEAD, concurrency);
+    if (pushMs === undefined) return least;
+    const sendable = Math.floor((concurrency * maxWaitMs) / 2 / Math.max(pushMs, 0.001));
+    return Math.min(Math.max(MAX_CLAIM_AHEAD, concurrency), Math.max(least, sendable));
+  };
+  /**
+   * Rows claimed ahead (or handed off) waiting for a slot, oldest first, read again before they
+   * go when they waited (held-rows.ts); waits are timed on a monotonic clock (a step cannot hide one).
+   */
+  const ready = new HeldRows({
+    recheck: store.recheck?.bind(store),
+    // Delivered or refused by another worker while it waited here: not ours to send.
+    gone(row) {
+      letGo(row);
+      config.onProgress();
+    },
+    checked(error) {
+      if (error === undefined) return kick(false);
+      if (!running) return;
+      storeTrouble.report(error);
+      wakeAt(now() + RECHECK_RETRY_MS);
+    },
+  });
+  /** Deliveries under way: a push, then recording its outcome. */
+  const inFlight = new Set<Promise<void>>();
+  /** Rows claimed ahead going back unsent (stop() waits for them). */
+  const handingBack = new Set<Promise<void>>();
+  /** Of the deliveries, those whose push has not answered yet: what `concurrency` bounds. */
+  let pushing = 0;
+  /** Ids of the rows this worker holds (ready or being sent): never claimed and sent a second time. */
+  const sending = new Set<number>();
+  let running = false;
+  /** Claims under way, and the rows they asked for: a freed slot never waits for another slot's claim. */
+  const claiming = new Set<Promise<void>>();
+  let reserved = 0;
+  /** A kick found every free slot covered by a claim under way: that claim looks once more. */
+  let lookAgain = false;
+  /** A claim is queued for the end of this turn of the event loop (see kick). */
+  let claimQueued = false;
+  /** Rows this process enqueues, handed to this worker leased (leaseFor): see hand-offs.ts. */
+  const handOffs = new HandOffs();
+  let timer: NodeJS.Timeout | undefined;
+  let timerAt = Number.POSITIVE_INFINITY;
+  let keepAlive = false;
+  // A store that is down fails every poll: say so once, then at most once a minute.
+  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
+
+  /** One timer for everything (poll, backoff, pause): unref'd, so it never keeps a process alive. */
+  function wakeAt(atMs: number): void {
+    if (!running || (timer !== undefined && timerAt <= atMs)) return;
+    clearTimeout(timer);
+    timerAt = atMs;
+    timer = setTimeout(onTimer, Math.max(0, atMs - now()));
+    if (!keepAlive) timer.unref();
+  }
+
+  function onTimer(): void {
+    timer = undefined;
+    timerAt = Number.POSITIVE_INFINITY;
+    config.onProgress();
+    handOffs.polled();
+    kick(true);
+  }
+
+  /**
+   * Starts rows claimed ahead in free slots at once, and claims for the slots still free. Kicks
+   * in one turn of the event loop (a batch of enqueues resolving together, pushes answering
+   * together) make one claim: each would otherwise read the store, and all but the first would
+   * find nothing (7 of 8 claims came back empty with 8 callers enqueueing on SQLite).
+   */
+  function kick(mayHaveDue = true): void {
+    if (!running) return;
+    if (mayHaveDue) handOffs.announce();
+    startReady();
+    if (claimQueued) return;
+    claimQueued = true;
+    setImmediate(claimNow);
+  }
+
+  function claimNow(): void {
+    claimQueued = false;
+    if (!running) return;
+    const claim: Promise<void> = fillFreeSlots().finally(() => {
+      claiming.delete(claim);
+      // Poll even when idle: another process may enqueue into the same store, or crash and leave leases.
+      wakeAt(now() + config.pollIntervalMs);
+    });
+    claiming.add(claim);
+  }
+
+  /**
+   * A slot is free once its push has answered: its next row starts while the outcome is recorded.
+   * Outcomes being recorded are bounded too, so a slow store cannot pile them up: `concurrency` of
+   * them, but at least MIN_RECORDING, so that at low concurrency several outcomes share one commit
+   * (a commit waits for the disk: 1–3 ms here, several pushes' worth).
+   */
+  const recording = Math.max(concurrency, MIN_RECORDING);
+  const openSlots = () => Math.min(concurrency - pushing, concurrency + recording - inFlight.size);
+
+  /**
+   * Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. A
+   * row that waited is first read again (with the others waiting): it may have been replaced.
+   */
+  function startReady(): void {
+    for (let first = ready.first(); first !== undefined && openSlots() > 0; first = ready.first()) {
+      // Without claiming ahead a row never waits: it is claimed for a free slot.
+      const waitedTooLong = !running || (claimsAhead && performance.now() - first.claimedAt > maxWaitMs);
+      if (!waitedTooLong && !ready.current(first)) return;
+      ready.shift();
+      if (waitedTooLong) handBack(first.row);
+      else startDelivery(first.row);
+    }
+  }
+
+  /**
+   * Claims rows for the free slots and `ahead` more, in batches: only once the rows claimed ahead
+   * fall below a quarter of `ahead` (or a free slot has none), so most claims bring many rows. Memory
+   * stays flat whatever the backlog. Slots that free up while a claim is under way start a claim
+   * of their own (the store keeps two claims from taking one row).
+   */
+  async function fillFreeSlots(): Promise<void> {
+    let partialClaims = 0;
+    // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
+    let capPerPanel = true;
+    while (running) {
+      if (handOffs.claimNeedless()) return;
+      const nowMs = now();
+      const ahead = aheadNow();
+      const open = Math.max(0, openSlots());
+      const covered = ready.length + reserved;
+      const uncovered = open - covered;
+      // News while rows are handed off is claimed at once (a full claim of it turns hand-offs off).
+      const newsWaiting = handOffs.newsWaiting(covered < 2 * (open + ahead));
+      if (uncovered <= 0 && covered - open >= ahead * REFILL_BELOW && !newsWaiting) {
+        // The claim under way may have read the store before the row this kick is about was
+        // committed: it must look again rather than leave the slots idle until the next poll.
+        if (open > ready.length) lookAgain = true;
+        return;
+      }
+      // Past the panels' shares (capPerPanel off), only slots that would sit idle are filled:
+      // rows claimed ahead keep to the shares, so another panel's release never waits behind them.
+      const limit = capPerPanel ? Math.max(open + ahead - covered, newsWaiting ? MIN_CLAIM_AHEAD : 0) : uncovered;
+      if (limit <= 0) return;
+      reserved += limit;
+      const newsBefore = handOffs.claiming();
+      // A back-off or a probe (one row) limits the claim: it says nothing of a backlog.
+      const unheld = holds.size === 0;
+      const seenAt = performance.now();
+      let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
+      try {
+        claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
+        storeTrouble.recovered();
+      } catch (error) {
+        return storeTrouble.report(error);
+      } finally {
+        reserved -= limit;
+      }
+      // A probe in flight holds its panel with no end: its answer kicks the worker, not a timer.
+      if (claimed.heldUntil !== undefined && Number.isFinite(claimed.heldUntil)) wakeAt(claimed.heldUntil);
+      const batch = claimed.rows;
+      // The store skips the rows we hold; a custom store written before `exclude` existed may
+      // lease one again (say, after the wall clock jumped forward), and we still skip it.
+      const fresh = batch.filter((row) => !sending.has(row.id));
+      const claimedAt = performance.now();
+      for (const row of fresh) {
+        sending.add(row.id);
+        holds.claimed(row.panel);
+        ready.push(row, claimedAt, seenAt);
+      }
+      startReady();
+      handOffs.claimed(newsBefore, claimsAhead && unheld && batch.length < limit && !claimed.more);
+      if (batch.length < limit || fresh.length === 0) {
+        // Panels left unvisited may have due rows: go on, a bounded number of times.
+        if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
+        if (capPerPanel && holds.anyAtCap()) {
+          capPerPanel = false;
+          continue;
+        }
+        if (!lookAgain) return;
+        lookAgain = false;
+      }
+    }
+  }
+
+  /** The row was claimed (so its panel counted) but is no longer this worker's to send. */
+  function letGo(row: ClaimedRow): void {
+    sending.delete(row.id);
+    holds.released(row.panel);
+  }
+
+  /** Puts a row claimed ahead back unsent, due at once (no attempt counted). */
+  function handBack(row: ClaimedRow): void {
+    holds.handedBack(row.panel);
+    const nowMs = now();
+    const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: nowMs, error: HANDED_BACK, notSent: true };
+    const back: Promise<void> = settle(row, outcome, nowMs)
+      // Not recorded: the lease runs out and the row is claimed again.
+      .then(
+        () => undefined,
+        (error: unknown) => reportError(error, row),
+      )
+      .finally(() => {
+        letGo(row);
+        handingBack.delete(back);
+        // Due at once: claim it again now (and let drain() look), not at the next poll.
+        config.onProgress();
+        kick();
+      });
+    handingBack.add(back);
+  }
+
+  function startDelivery(row: ClaimedRow): void {
+    pushing++;
+    let dueNow = false;
+    const delivery: Promise<void> = deliver(row)
+      .then((due) => {
+        dueNow = due;
+      })
+      .finally(() => {
+        letGo(row);
+        inFlight.delete(delivery);
+        config.onProgress();
+        kick(dueNow);
+      });
+    inFlight.add(delivery);
+  }
+
+  /**
+   * Resolves true when the row is due again at once, for a claim to find: its payload was replaced
+   * in flight. A retry is announced by its timer (wakeAt); a row whose outcome was not recorded
+   * keeps its lease; a stale one is another worker's.
+   */
+  async function deliver(row: ClaimedRow): Promise<boolean> {
+    let answered: Attempt;
+    const began = performance.now();
+    const sentTo: SentTo = { sent: false, mother: undefined, probe: false };
+    try {
+      answered = await attempt(row, sentTo);
+    } finally {
+      if (sentTo.sent) holds.ended(row.panel, row.id, sentTo.mother, sentTo.probe);
+      pushing--;
+      // A slot is free; the row is still this worker's until its outcome is recorded.
+      kick(false);
+    }
+    const durationMs = performance.now() - began;
+    if (sentTo.sent) pushMs = pushMs === undefined ? durationMs : pushMs * 0.8 + durationMs * 0.2;
+    const { outcome, error } = answered;
+    // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
+    if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') {
+      reportError(error, row);
+      return false;
+    }
+    let result: SettleResult;
+    try {
+      result = await settle(row, outcome, now());
+    } catch (storeError) {
+      // Not recorded: the lease runs out and the row is sent again (at-least-once).
+      reportError(storeError, row);
+      return false;
+    }
+    if (result === 'stale') return false;
+    const told = tellOutcome(events, row, answered, result, durationMs, now);
+    if (told.retryAt !== undefined) wakeAt(told.retryAt);
+    return told.dueNow;
+  }
+
+  function reportError(error: unknown, row: ClaimedRow | undefined): void {
+    events.emit('error', { error: asError(error), id: row?.id, panel: row?.panel, remoteTrackId: row?.remoteTrackId });
+  }
+
+  return {
+    start() {
+      if (running) return;
+      running = true;
+      kick();
+    },
+    kick,
+    leaseFor(panel) {
+      if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0) return undefined;
+      // Claims under way are not counted: while rows are handed off they bring few or none.
+      if (ready.length + handOffs.outstanding >= Math.max(0, openSlots()) + aheadNow()) return undefined;
+      handOffs.leased();
+      return { owner, leaseMs: config.leaseMs, since: performance.now() };
+    },
+    replaced(id) {
+      // A row claimed or handed off meanwhile may bring the content it had before.
+      if (ready.has(id) || claiming.size > 0 || handOffs.outstanding > 0) ready.replaced();
+    },
+    handedOff(lease, row) {
+      // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
+      const taken = row !== undefined && !sending.has(row.id);
+      if (taken) {
+        sending.add(row.id);
+        holds.claimed(row.panel);
+        // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
+        if (running) ready.push(row, lease.since);
+        else handBack(row);
+      }
+      handOffs.answered(taken);
+    },
+    async stop() {
+      running = false;
+      clearTimeout(timer);
+      timer = undefined;
+      timerAt = Number.POSITIVE_INFINITY;
+      while (claiming.size > 0) await Promise.allSettled([...claiming]);
+      // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
+      await handOffs.settled();
+      await ready.settled();
+      // Rows claimed ahead go back at once rather than wait for their leases to run out.
+      for (const { row } of ready.takeAll()) handBack(row);
+      while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
+    },
+    setKeepAlive(on) {
+      keepAlive = on;
+      if (on) timer?.ref();
+      else timer?.unref();
+    },
+    isRunning: () => running,
+    inFlight: () => inFlight.size,
+    holding: () => sending.size,
+    pausedUntil: () => {
+      const until = routing.panel === undefined ? undefined : holds.heldUntil(routing.panel);
+      return until !== undefined && Number.isFinite(until) ? until : undefined;
+    },
+    failingPanels: () => holds.size,
+    failingPanelIds: (limit) => holds.failingPanels(limit),
+  };
+}
