@@ -2,8 +2,8 @@
 import cluster from 'node:cluster';
 import { createServer } from 'node:http';
 import { availableParallelism } from 'node:os';
-import { createSqliteOutboxStore } from 'panel-license-guard';
 import { redisLicenseStore } from 'panel-license-guard/redis';
+import { sqliteOutboxStore } from 'panel-license-guard/sqlite';
 import { createClient } from 'redis';
 import { createPanelApp } from './app.js';
 
@@ -20,7 +20,7 @@ export async function startClusterPrimary({ config, port, outboxFile }) {
   cluster.setupPrimary({ args: process.argv.slice(2) });
   // The outbox file is created (schema, WAL mode) once here: workers opening a new file at the
   // same moment could otherwise race on creating it ("database is locked").
-  if (outboxFile && outboxFile !== ':memory:') createSqliteOutboxStore({ file: outboxFile }).close();
+  if (outboxFile && outboxFile !== ':memory:') sqliteOutboxStore({ file: outboxFile }).close();
   const env = { PANEL_WORKER_CONFIG: JSON.stringify({ ...config, port, outboxFile, redisUrl: redisUrl() }) };
   const states = [];
   const ready = Array.from({ length: count }, () => {

@@ -78,7 +78,8 @@ export type {
   StoredRow,
 } from './outbox/store.js';
 export { UNASSIGNED_PANEL } from './outbox/store.js';
-export { createMemoryOutboxStore } from './outbox/stores/memory/memory-store.js';
+export { createMemoryOutboxStore, memoryOutboxStore } from './outbox/stores/memory/memory-store.js';
+// Deprecated here: the SQLite store comes from `panel-license-guard/sqlite` (sqliteOutboxStore).
 export { createSqliteOutboxStore, type SqliteOutboxStoreOptions } from './outbox/stores/sqlite/sqlite-store.js';
 export { RELEASE_FIELDS, type Release, serializeRelease, validateRelease } from './release.js';
 export type { AllowRule } from './serve/allow-list.js';

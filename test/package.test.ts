@@ -45,10 +45,10 @@ describe('the packed tarball', () => {
   it('imports from ESM', () => {
     writeFileSync(
       join(project, 'esm.mjs'),
-      `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nimport { redisLicenseStore } from 'panel-license-guard/redis';\nimport { postgresOutboxStore } from 'panel-license-guard/postgres';\nconsole.log(typeof createMotherEmulator, typeof redisLicenseStore, typeof postgresOutboxStore, ${CALL});`,
+      `import { signRequest } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nimport { redisLicenseStore } from 'panel-license-guard/redis';\nimport { postgresOutboxStore } from 'panel-license-guard/postgres';\nimport { sqliteOutboxStore } from 'panel-license-guard/sqlite';\nconsole.log(typeof createMotherEmulator, typeof redisLicenseStore, typeof postgresOutboxStore, typeof sqliteOutboxStore, ${CALL});`,
     );
-    // The redis and postgres subpaths load without the optional drivers: they use the client or pool you pass.
-    expect(run('node', ['esm.mjs']).trim()).toBe(`function function function ${EXPECTED}`);
+    // The redis, postgres and sqlite subpaths load without the optional drivers: they use the client or pool you pass, or load better-sqlite3 when a file is opened.
+    expect(run('node', ['esm.mjs']).trim()).toBe(`function function function function ${EXPECTED}`);
   });
 
   it('requires from CommonJS', () => {

@@ -6,7 +6,7 @@ import type { OutboxStore } from '../outbox/store.js';
 import type { PgPool } from '../outbox/stores/postgres/postgres-schema.js';
 import { postgresOutboxStore } from '../outbox/stores/postgres/postgres-store.js';
 import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/stores/postgres/postgres-url.js';
-import { createSqliteOutboxStore } from '../outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../outbox/stores/sqlite/sqlite-store.js';
 
 /** `postgres:` or `postgresql:` however it goes on: a PostgreSQL location, never a file path. */
 const POSTGRES_SCHEME = /^postgres(ql)?:/i;
@@ -137,8 +137,8 @@ export async function openOutboxStore(location: string, mode: 'create' | 'write'
   try {
     // Check read-only first that this is an outbox: `retry` must not add an outbox table (and
     // switch to WAL) in some other application's database given by mistake.
-    if (mode === 'write') void createSqliteOutboxStore({ file: location, readonly: true }).close();
-    const store = createSqliteOutboxStore({ file: location, readonly: mode === 'read' });
+    if (mode === 'write') void sqliteOutboxStore({ file: location, readonly: true }).close();
+    const store = sqliteOutboxStore({ file: location, readonly: mode === 'read' });
     return { store, shown: location, close: async () => store.close() };
   } catch (error) {
     throw new Error(`Cannot open the outbox ${location}: ${describeError(error)}`, { cause: error });

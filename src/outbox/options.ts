@@ -48,7 +48,7 @@ export interface ReleaseOutboxOptions {
    * Pass `file` or `store`, not both. @default undefined
    */
   file?: string;
-  /** A store instance instead of `file` (e.g. `createSqliteOutboxStore()` with custom settings). Not closed by `close()`. @default undefined */
+  /** A store instance instead of `file` (e.g. `sqliteOutboxStore()` with custom settings). Not closed by `close()`. @default undefined */
   store?: OutboxStore;
   /**
    * Most pushes in flight at once. A single panel's outbox also claims up to `max(64, concurrency)`
@@ -142,8 +142,7 @@ function resolveStoreSource(file: unknown, store: unknown): StoreSource {
   }
   if (store !== undefined) {
     const missing = STORE_METHODS.find((method) => typeof (store as Record<string, unknown> | null)?.[method] !== 'function');
-    if (missing)
-      throw optionError('store', `is not an outbox store (no \`${missing}()\` method)`, 'Pass createSqliteOutboxStore(...) or createMemoryOutboxStore().');
+    if (missing) throw optionError('store', `is not an outbox store (no \`${missing}()\` method)`, 'Pass sqliteOutboxStore(...) or memoryOutboxStore().');
     return { kind: 'given', store: store as OutboxStore };
   }
   if (file === undefined) {

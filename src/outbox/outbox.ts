@@ -21,8 +21,8 @@ import {
   type StoredRow,
   UNASSIGNED_PANEL,
 } from './store.js';
-import { createMemoryOutboxStore } from './stores/memory/memory-store.js';
-import { createSqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
+import { memoryOutboxStore } from './stores/memory/memory-store.js';
+import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
 import { createDeliveryWorker } from './worker/worker.js';
 
 export interface OutboxStats {
@@ -134,8 +134,8 @@ const MAX_LIST_LIMIT = 1000;
 
 function openStore(source: StoreSource): { store: OutboxStore; owned: boolean } {
   if (source.kind === 'given') return { store: source.store, owned: false };
-  if (source.kind === 'memory') return { store: createMemoryOutboxStore(), owned: true };
-  return { store: createSqliteOutboxStore({ file: source.file }), owned: true };
+  if (source.kind === 'memory') return { store: memoryOutboxStore(), owned: true };
+  return { store: sqliteOutboxStore({ file: source.file }), owned: true };
 }
 
 function parseRelease(body: string): Release {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import type { MotherEmulator } from '../../src/emulator/emulator.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { API_KEY, API_SECRET, startEmulator, waitFor } from '../support/helpers.js';
 import { DATABASE_URL, postgresAnswers, serviceAvailable } from '../support/services.js';
 
@@ -241,7 +241,7 @@ describe('panel-license', () => {
     it('prints artist text with every control character escaped', async () => {
       // Stored by an older version that accepted control characters; listing must still be safe.
       const outbox = join(dir, 'escape.db');
-      const store = createSqliteOutboxStore({ file: outbox });
+      const store = sqliteOutboxStore({ file: outbox });
       const body = JSON.stringify({ release: { title: 'Clear\u001b[2J\u001b]52;c;ZXZpbA==\u0007', remote_track_id: 'id\u009b31m\nfake row' } });
       await store.enqueue(
         { panel: 'panel-a', remoteTrackId: 'id\u009b31m\nfake row', body, contentHash: createHash('sha256').update(body).digest('hex') },

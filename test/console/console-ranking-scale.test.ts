@@ -13,7 +13,7 @@ import { licenseConsole } from '../../src/console.js';
 import { createReleaseOutbox } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics.js';
 import { loadSqliteDriver } from '../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { longestBlock, startEmulator } from '../support/helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'console-ranking-'));
@@ -21,7 +21,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function fileWith(rows: number, panelOf: (i: number) => string, state: 'pending' | 'dead' = 'pending'): Promise<string> {
   const file = join(dir, `outbox-${rows}-${Math.random().toString(36).slice(2)}.db`);
-  await createSqliteOutboxStore({ file }).close();
+  await sqliteOutboxStore({ file }).close();
   const db = new (loadSqliteDriver())(file);
   const insert = db.prepare(
     'INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, 0, 0, 0)',
@@ -87,7 +87,7 @@ describe('ranking panels on a SQLite outbox', () => {
 
   it('ranks a backlog of few panels in slices too: 1,000,000 waiting releases of 10 panels', async () => {
     const file = join(dir, 'backlog.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     const db = new (loadSqliteDriver())(file);
     db.exec(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000000)
       INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at)
@@ -110,13 +110,13 @@ describe('ranking panels on a SQLite outbox', () => {
     // Each slice of dead rows bounds the pending rows read beside it: that bound must stop the
     // index search (in an OR it did not, and each slice walked all 900,000 pending entries).
     const file = join(dir, 'outage.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     const db = new (loadSqliteDriver())(file);
     db.exec(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000000)
       INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at)
       SELECT 'only', '{}', 'h' || i, CASE WHEN i <= 100000 THEN 'dead' ELSE 'pending' END, 0, i, i FROM c`);
     db.close();
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     try {
       await store.panelCounts?.(100);
       const { ms, result } = await longestBlock(async () => store.panelCounts?.(100));

@@ -10,7 +10,7 @@ import { RANK_PANELS_UP_TO } from '../../src/console/releases-page.js';
 import { licenseConsole } from '../../src/console.js';
 import { createReleaseOutbox } from '../../src/index.js';
 import { loadSqliteDriver } from '../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { longestBlock, startEmulator } from '../support/helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'console-ranking-'));
@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 /** A SQLite outbox file with `rows` pending releases of `panels` panels, written straight into the table. */
 async function fileWith(rows: number, panels: number): Promise<string> {
   const file = join(dir, `outbox-${rows}.db`);
-  await createSqliteOutboxStore({ file }).close();
+  await sqliteOutboxStore({ file }).close();
   const db = new (loadSqliteDriver())(file);
   const insert = db.prepare(
     "INSERT INTO release_outbox (panel, body, content_hash, state, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', 0, 0, 0)",

@@ -5,7 +5,7 @@ import express from 'express';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../../src/console.js';
-import { createMemoryOutboxStore, createMotherClient, createReleaseOutbox, licenseGuard } from '../../src/index.js';
+import { createMotherClient, createReleaseOutbox, licenseGuard, memoryOutboxStore } from '../../src/index.js';
 import { silentLogger } from '../support/guard-app.js';
 import { waitFor } from '../support/helpers.js';
 
@@ -64,7 +64,7 @@ describe('licenseConsole() with a mother that echoes the credentials', () => {
     const errors: string[] = [];
     const outbox = createReleaseOutbox({
       client: createMotherClient({ baseUrl: base, apiKey: KEY, apiSecret: SECRET }),
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       pollIntervalMs: 20,
       logger: { warn: (message: string) => errors.push(message), error: (message: string) => errors.push(message) },
     });

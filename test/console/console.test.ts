@@ -5,7 +5,7 @@ import express4 from 'express4';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../../src/console.js';
-import { createMemoryOutboxStore, createReleaseOutbox, licenseGuard } from '../../src/index.js';
+import { createReleaseOutbox, licenseGuard, memoryOutboxStore } from '../../src/index.js';
 import { type ConsoleDeployment, consoleDeployment } from '../support/console-app.js';
 import { silentLogger } from '../support/guard-app.js';
 import { clientFor, startEmulator, waitFor } from '../support/helpers.js';
@@ -145,7 +145,7 @@ describe('licenseConsole()', () => {
 
   it('pages through releases 50 at a time, and finds a release by its remote_track_id', async () => {
     const mother = await startEmulator();
-    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: memoryOutboxStore(), autoStart: false });
     for (let i = 1; i <= 60; i++) await outbox.enqueue({ title: `Song ${i}`, primary_artist: 'Ada', remote_track_id: `t-${i}` });
     const ops = licenseConsole({ outbox, authorize: () => true });
     const app = express().use('/ops', ops);
@@ -167,7 +167,7 @@ describe('licenseConsole()', () => {
 
   it('finds releases by words of their title, reading at most 10,000 releases a page', { timeout: 30_000 }, async () => {
     const mother = await startEmulator();
-    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: memoryOutboxStore(), autoStart: false });
     // 51 titled "Midnight …" first (one in full-width letters), another far down the queue.
     for (let i = 1; i <= 10_060; i++) {
       const title = i === 5 ? 'ＭＩＤＮＩＧＨＴ Five' : i <= 51 || i === 10_040 ? `Midnight ${i}` : `Song ${i}`;
@@ -290,7 +290,7 @@ describe('licenseConsole()', () => {
 
   it('shows releases without a guard, and says so for the panels', async () => {
     const mother = await startEmulator();
-    const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), autoStart: false });
+    const outbox = createReleaseOutbox({ client: clientFor(mother), store: memoryOutboxStore(), autoStart: false });
     const ops = licenseConsole({ outbox, authorize: () => true });
     const app = express().use('/ops', ops);
     await request(app).get('/ops/').expect(303).expect('location', '/ops/releases');

@@ -6,7 +6,7 @@ import type { MotherEmulator } from '../../src/emulator/emulator.js';
 import type { ReleaseSender } from '../../src/outbox/options.js';
 import { createReleaseOutbox } from '../../src/outbox/outbox.js';
 import type { ClaimedRow, OutboxStore } from '../../src/outbox/store.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { clientFor, sleep, startEmulator, waitFor } from '../support/helpers.js';
 
 let emulator: MotherEmulator;
@@ -28,7 +28,7 @@ describe('createReleaseOutbox()', () => {
   describe('with 10,000 releases queued while the mother is down', () => {
     it('never holds more than one batch, keeps at most `concurrency` pushes in flight, and counts correctly', async () => {
       emulator.setFaults({ down: true });
-      const inner = createSqliteOutboxStore({ file: join(dir, 'backlog.db') });
+      const inner = sqliteOutboxStore({ file: join(dir, 'backlog.db') });
       const claims: { limit: number; returned: number }[] = [];
       const store: OutboxStore = {
         ...inner,

@@ -6,7 +6,7 @@ import type { MotherEmulator } from '../../src/emulator/emulator.js';
 import type { DeliveredEvent } from '../../src/outbox/events.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../src/outbox/outbox.js';
 import type { OutboxStore } from '../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
 import { clientFor, failure, sleep, startEmulator, waitFor } from '../support/helpers.js';
 
 // Duplicates outside the stated guarantee (no crash, no lost answer) must be impossible.
@@ -65,7 +65,7 @@ describe('the release outbox', () => {
   });
 
   it('sends a payload replaced in flight as soon as the older send is recorded, not a lease later', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     let outbox: ReleaseOutbox | undefined;
     // Another release queued at the moment v1's outcome is recorded (v2 replaced v1 in flight):
     // its enqueue makes the worker claim while it still holds v1's row.
@@ -90,7 +90,7 @@ describe('the release outbox', () => {
   });
 
   it('starts a release enqueued while a claim is under way at once, not at the next poll', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     const slowClaims: OutboxStore = {
       ...store,
       claimDue: async (request) => {

@@ -8,9 +8,9 @@ import type { PrunedEvent } from '../../src/outbox/events.js';
 import type { ReleaseOutboxOptions } from '../../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../src/outbox/outbox.js';
 import type { OutboxStore } from '../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
 import { loadSqliteDriver } from '../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { postgresOutboxStore } from '../../src/postgres.js';
 import { serializeRelease } from '../../src/release.js';
 import { waitFor } from '../support/helpers.js';
@@ -52,7 +52,7 @@ async function deliveredLongAgo(store: OutboxStore, title: string, track: string
 
 describe('retention', () => {
   it('names bad options', () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     const make = (retention: unknown) => () => createReleaseOutbox({ client, store, autoStart: false, retention: retention as never });
     expect(make('30d')).toThrow(/`retention` must be an object or false/);
     expect(make({ deliveredMs: -1 })).toThrow(/`retention.deliveredMs` must be an integer of at least 1/);
@@ -63,7 +63,7 @@ describe('retention', () => {
   });
 
   it('runs a pass now on prune(), reports it, and keeps everything with `retention: false`', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     await deliveredLongAgo(store, 'Old', undefined, 40);
     await deliveredLongAgo(store, 'Recent', undefined, 10);
     expect(await outboxOn(store, { retention: false }).prune()).toBe(0);
@@ -76,7 +76,7 @@ describe('retention', () => {
   });
 
   it('runs in the background every `intervalMs` once started', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     await deliveredLongAgo(store, 'Old', undefined, 2);
     const outbox = outboxOn(store, { retention: { deliveredMs: DAY, intervalMs: 30 } });
     const pruned = vi.fn();
@@ -87,7 +87,7 @@ describe('retention', () => {
   });
 
   it('ends a pass under way when the outbox closes, between two batches', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     for (let i = 0; i < 40; i++) await deliveredLongAgo(store, `Old ${i}`, undefined, 40);
     const slow = {
       ...store,
@@ -107,7 +107,7 @@ describe('retention', () => {
   });
 
   it('reports a failing pass as an error, once per interval', async () => {
-    const store = createMemoryOutboxStore();
+    const store = memoryOutboxStore();
     const failing = { ...store, prune: () => Promise.reject(new Error('database is down')) };
     const outbox = outboxOn(failing, { retention: { intervalMs: 20 } });
     const errors = vi.fn();
@@ -128,7 +128,7 @@ const reuploadBody = serializeRelease(REUPLOAD);
 const reuploadHash = createHash('sha256').update(reuploadBody, 'utf8').digest('hex');
 
 function seedSqlite(file: string): void {
-  createSqliteOutboxStore({ file }).close();
+  sqliteOutboxStore({ file }).close();
   const db = new (loadSqliteDriver())(file);
   const at = Date.now() - 40 * DAY;
   const insert = db.prepare(`INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, release_id,
@@ -167,7 +167,7 @@ const bigStores: [string, () => Promise<OutboxStore>][] = [
     async () => {
       const file = join(dir, 'history.db');
       seedSqlite(file);
-      return createSqliteOutboxStore({ file });
+      return sqliteOutboxStore({ file });
     },
   ],
   ...(pool

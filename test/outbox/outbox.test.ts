@@ -9,7 +9,7 @@ import { AuthenticationError, InvalidReleaseError } from '../../src/errors.js';
 import type { OutboxEventName, OutboxEvents } from '../../src/outbox/events.js';
 import type { ReleaseOutboxOptions } from '../../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../src/outbox/outbox.js';
-import { createMemoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
 import { API_KEY, API_SECRET, clientFor, failure, sleep, startEmulator, waitFor } from '../support/helpers.js';
 
 let emulator: MotherEmulator;
@@ -129,7 +129,7 @@ describe('createReleaseOutbox()', () => {
 
   describe('get(id)', () => {
     it('returns the release with that id, or undefined, even from a store that ignores the id filter', async () => {
-      const memory = createMemoryOutboxStore();
+      const memory = memoryOutboxStore();
       const ignoresId: typeof memory = { ...memory, list: ({ state, limit }) => memory.list({ state, limit }) };
       const outbox = createReleaseOutbox({ client: clientFor(emulator), store: ignoresId, autoStart: false, logger: quietLogger() });
       opened.push(outbox);
@@ -410,7 +410,7 @@ describe('createReleaseOutbox()', () => {
 
   describe('when its store fails', () => {
     it('reports the trouble once, not at every poll, and again after a recovery', async () => {
-      const store = createMemoryOutboxStore();
+      const store = memoryOutboxStore();
       let down = true;
       const flaky = {
         ...store,

@@ -4,7 +4,7 @@
 import type { Server } from 'node:http';
 import express from 'express';
 import { type LicenseConsole, licenseConsole } from '../../src/console.js';
-import { createMemoryOutboxStore, createReleaseOutbox, type LicenseGuard, licenseGuard, type ReleaseOutbox } from '../../src/index.js';
+import { createReleaseOutbox, type LicenseGuard, licenseGuard, memoryOutboxStore, type ReleaseOutbox } from '../../src/index.js';
 import type { MotherEmulator } from '../../src/testing.js';
 import { silentLogger } from './guard-app.js';
 import { clientFor, startEmulator, waitFor } from './helpers.js';
@@ -60,7 +60,7 @@ export async function consoleDeployment(): Promise<ConsoleDeployment> {
       },
     },
   });
-  const outbox = createReleaseOutbox({ client: clientFor(mother), store: createMemoryOutboxStore(), pollIntervalMs: 50, logger: silentLogger });
+  const outbox = createReleaseOutbox({ client: clientFor(mother), store: memoryOutboxStore(), pollIntervalMs: 50, logger: silentLogger });
   mother.setFaults({ endpoint: 'release.php', status: 422 });
   const { id: deadId } = await outbox.enqueue({ title: XSS, primary_artist: 'Ada', remote_track_id: 'xss-track' });
   await waitFor(async () => (await outbox.stats()).dead === 1, 'the refused release dead');

@@ -7,10 +7,10 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll } from 'vitest';
 import type { OutboxStore } from '../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../src/outbox/stores/memory/memory-store.js';
 import { mysqlOutboxStore } from '../../src/outbox/stores/mysql/mysql-store.js';
 import { postgresOutboxStore } from '../../src/outbox/stores/postgres/postgres-store.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from './services.js';
 
 export type StoreKind = 'memory' | 'SQLite' | 'PostgreSQL' | 'MySQL';
@@ -75,14 +75,14 @@ export const STORE_KINDS: [StoreKind, Make][] = [
   [
     'memory',
     () => {
-      const store = createMemoryOutboxStore();
+      const store = memoryOutboxStore();
       return { store, close: async () => store.close() };
     },
   ],
   [
     'SQLite',
     () => {
-      const store = createSqliteOutboxStore({ file: join(dir, `four-${++made}.db`) });
+      const store = sqliteOutboxStore({ file: join(dir, `four-${++made}.db`) });
       return { store, close: async () => store.close() };
     },
   ],

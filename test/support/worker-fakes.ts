@@ -3,7 +3,7 @@
 import type { ReleaseOutbox } from '../../src/outbox/outbox.js';
 import type { ReleaseSender } from '../../src/outbox/release-sender.js';
 import type { ClaimRequest, OutboxStore, SettleRequest } from '../../src/outbox/store.js';
-import { createSqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 
 /** The panel id the fake sender stands for. */
 export const PANEL = 'panel-ahead';
@@ -51,7 +51,7 @@ export function gatedSender(timeoutMs = 5000) {
 
 /** The SQLite store, counting claims and batched settles; `later` answers settleMany() with a promise, as a server's store does. */
 export function watchedStore(file: string, { later = false } = {}) {
-  const inner = createSqliteOutboxStore({ file });
+  const inner = sqliteOutboxStore({ file });
   const claims: ClaimRequest[] = [];
   const batches: SettleRequest[][] = [];
   const store: OutboxStore = {

@@ -4,7 +4,7 @@ import { setTimeout } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../../../src/emulator/emulator.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../../src/outbox/outbox.js';
-import { createMemoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
 import { sleep, startEmulator, waitFor } from '../../support/helpers.js';
 
 const release = (title: string) => ({ title, primary_artist: 'Artist', remote_track_id: title });
@@ -38,7 +38,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     hanging.setFaults({ delayMs: 60_000 });
     const pushes = { toHanging: 0 };
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: healthy.url,
       timeoutMs: 300,
       concurrency: 4,
@@ -80,7 +80,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     opened.push(mother);
     const poisoned = { pushes: 0 };
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: mother.url,
       concurrency: 4,
       baseDelayMs: 50,
@@ -118,7 +118,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     const failedOnce = new Set<string>();
     const randoms = [0.99]; // a's retry: near the end of its window; every other delay near its start
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: first.url,
       concurrency: 4, // one probe at a time
       baseDelayMs: 3000,
@@ -151,7 +151,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     const mother = await startEmulator(['slow', 'busy'].map((name) => ({ ...credentials(name) })));
     opened.push(mother);
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: mother.url,
       concurrency: 4,
       timeoutMs: 1000,
@@ -176,7 +176,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     let inFlight = 0;
     let most = 0;
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: mother.url,
       concurrency: 4,
       pollIntervalMs: 20,
@@ -205,7 +205,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     opened.push(mother);
     let putBack = 0;
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: mother.url,
       concurrency: 4,
       timeoutMs: 300,
@@ -234,7 +234,7 @@ describe('createReleaseOutbox({ panels }) with a failing mother', () => {
     opened.push(mother);
     let blip = true;
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: mother.url,
       concurrency: 16,
       baseDelayMs: 200,

@@ -9,10 +9,10 @@ import type { MotherEmulator } from '../../../src/emulator/emulator.js';
 import type { OutboxPanelCredentials } from '../../../src/outbox/options.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../../src/outbox/outbox.js';
 import type { OutboxStore } from '../../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
 import { mysqlOutboxStore } from '../../../src/outbox/stores/mysql/mysql-store.js';
 import { postgresOutboxStore } from '../../../src/outbox/stores/postgres/postgres-store.js';
-import { createSqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { failure, sleep, startEmulator, waitFor } from '../../support/helpers.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from '../../support/services.js';
 
@@ -79,8 +79,8 @@ const keyOf = (title: string) => received().find((r) => r.release.title === titl
 
 let tables = 0;
 const stores: [string, () => OutboxStore][] = [
-  ['memory', () => createMemoryOutboxStore()],
-  ['SQLite', () => createSqliteOutboxStore({ file: join(dir, `panels-${++tables}.db`) })],
+  ['memory', () => memoryOutboxStore()],
+  ['SQLite', () => sqliteOutboxStore({ file: join(dir, `panels-${++tables}.db`) })],
   ...(pool ? [['PostgreSQL', () => postgresOutboxStore({ pool, schema, table: `panels_${++tables}` })] as [string, () => OutboxStore]] : []),
   ...(mysqlPool
     ? [
@@ -203,7 +203,7 @@ describe('createReleaseOutbox({ panels }) credentials past their TTL', () => {
     resetTenants();
     let hang = false;
     const outbox = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: first.url,
       // resolveTimeoutMs is long: a delivery that waited for the resolver would take 5 s.
       panels: { resolve: async (panel) => (hang ? new Promise(() => {}) : (tenants.get(panel) ?? null)), resolveTtlMs: 1, resolveTimeoutMs: 5000 },
@@ -221,7 +221,7 @@ describe('createReleaseOutbox({ panels }) credentials past their TTL', () => {
     expect(Date.now() - began).toBeLessThan(2000);
     // A resolver that answers within the short wait: its new credentials are used at once.
     const moving = createReleaseOutbox({
-      store: createMemoryOutboxStore(),
+      store: memoryOutboxStore(),
       baseUrl: first.url,
       panels: { resolve: async (panel) => tenants.get(panel) ?? null, resolveTtlMs: 1 },
       logger: { warn: vi.fn(), error: vi.fn() },
@@ -239,7 +239,7 @@ describe('createReleaseOutbox({ panels }) credentials past their TTL', () => {
 });
 
 describe('createReleaseOutbox({ panels }) options', () => {
-  const store = createMemoryOutboxStore();
+  const store = memoryOutboxStore();
   const resolve = () => null;
   it('names what is wrong, and the fix', async () => {
     const client = { panelId: 'x', pushSerializedRelease: async () => ({ ok: true as const, release_id: 1 }) };

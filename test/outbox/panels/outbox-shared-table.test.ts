@@ -8,10 +8,10 @@ import { createMotherClient } from '../../../src/client/mother-client.js';
 import type { MotherEmulator } from '../../../src/emulator/emulator.js';
 import { createReleaseOutbox, type ReleaseOutbox } from '../../../src/outbox/outbox.js';
 import type { OutboxStore } from '../../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
 import { postgresOutboxStore } from '../../../src/outbox/stores/postgres/postgres-store.js';
 import { loadSqliteDriver } from '../../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { sleep, startEmulator, waitFor } from '../../support/helpers.js';
 import { DATABASE_URL, postgresAnswers, serviceAvailable } from '../../support/services.js';
 
@@ -54,7 +54,7 @@ const tablesOf: [string, () => [OutboxStore, OutboxStore]][] = [
   [
     'memory',
     () => {
-      const store = createMemoryOutboxStore();
+      const store = memoryOutboxStore();
       return [store, store];
     },
   ],
@@ -62,7 +62,7 @@ const tablesOf: [string, () => [OutboxStore, OutboxStore]][] = [
     'SQLite',
     () => {
       const file = join(dir, `shared-${++files}.db`);
-      return [createSqliteOutboxStore({ file }), createSqliteOutboxStore({ file })];
+      return [sqliteOutboxStore({ file }), sqliteOutboxStore({ file })];
     },
   ],
   ...(pool
@@ -117,7 +117,7 @@ describe('a table written before rows recorded their panel', () => {
       'SQLite',
       async () => {
         const file = join(dir, `legacy-${++files}.db`);
-        const seed = createSqliteOutboxStore({ file });
+        const seed = sqliteOutboxStore({ file });
         for (let i = 0; i < 5; i++)
           await seed.enqueue(
             { panel: 'x', remoteTrackId: `old-${i}`, body: JSON.stringify({ release: { title: `Old ${i}` } }), contentHash: `h${i}` },
@@ -132,7 +132,7 @@ describe('a table written before rows recorded their panel', () => {
         db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
         db.pragma('user_version = 2');
         db.close();
-        return [createSqliteOutboxStore({ file }), createSqliteOutboxStore({ file })];
+        return [sqliteOutboxStore({ file }), sqliteOutboxStore({ file })];
       },
     ],
     ...(pool
@@ -189,7 +189,7 @@ describe('a table written before rows recorded their panel', () => {
 
 describe('a custom store that ignores `panel`', () => {
   it("still never sends another panel's row: the worker refuses it and says so", async () => {
-    const shared = createMemoryOutboxStore();
+    const shared = memoryOutboxStore();
     await shared.enqueue({ panel: 'someone-else', remoteTrackId: 'x', body: JSON.stringify({ release: { title: 'Not mine' } }), contentHash: 'h' }, Date.now());
     // A store written before rows had a panel: it claims whatever is due.
     const careless: OutboxStore = { ...shared, claimDue: (request) => shared.claimDue({ ...request, panel: 'someone-else' }) };

@@ -5,11 +5,11 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { ClaimedRow, NewOutboxRow, OutboxStore } from '../../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
+import { memoryOutboxStore } from '../../../src/outbox/stores/memory/memory-store.js';
 import { mysqlOutboxStore } from '../../../src/outbox/stores/mysql/mysql-store.js';
 import { postgresOutboxStore } from '../../../src/outbox/stores/postgres/postgres-store.js';
 import { loadSqliteDriver } from '../../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { NO_BACKSLASH_ESCAPES_ON, valuesApartOnly } from '../../support/mysql-sessions.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, serviceAvailable } from '../../support/services.js';
 
@@ -73,8 +73,8 @@ afterAll(async () => {
 });
 
 const stores: [string, () => OutboxStore][] = [
-  ['createMemoryOutboxStore()', () => createMemoryOutboxStore()],
-  ['createSqliteOutboxStore()', () => createSqliteOutboxStore({ file: freshFile() })],
+  ['memoryOutboxStore()', () => memoryOutboxStore()],
+  ['sqliteOutboxStore()', () => sqliteOutboxStore({ file: freshFile() })],
   ...(pool ? [['postgresOutboxStore()', () => postgresOutboxStore({ pool, schema: freshSchema(), leaseClock: 'outbox' })] as [string, () => OutboxStore]] : []),
   ...(mysqlPool
     ? [
@@ -523,20 +523,20 @@ describe.each(stores)('%s', (_name, create) => {
   });
 });
 
-describe('createSqliteOutboxStore()', () => {
+describe('sqliteOutboxStore()', () => {
   it('keeps rows across reopening, in a directory it creates', async () => {
     const file = join(dir, 'nested', 'deeper', 'outbox.db');
-    const first = createSqliteOutboxStore({ file });
+    const first = sqliteOutboxStore({ file });
     await first.enqueue(row('Durable', 't1'), T0);
     await first.close();
-    const second = createSqliteOutboxStore({ file });
+    const second = sqliteOutboxStore({ file });
     open.push(second);
     expect(await second.list({ state: 'pending', limit: 10 })).toMatchObject([{ id: 1, remoteTrackId: 't1', body: row('Durable', 't1').body }]);
   });
 
   it('never leases one row to two connections on the same file', async () => {
     const file = freshFile();
-    const [one, two] = [createSqliteOutboxStore({ file }), createSqliteOutboxStore({ file })];
+    const [one, two] = [sqliteOutboxStore({ file }), sqliteOutboxStore({ file })];
     open.push(one, two);
     for (let i = 0; i < 20; i++) await one.enqueue(row(`Song ${i}`), T0);
     const claimed: number[] = [];
@@ -557,12 +557,12 @@ describe('createSqliteOutboxStore()', () => {
     const db = new Driver(file);
     db.pragma('user_version = 99');
     db.close();
-    expect(() => createSqliteOutboxStore({ file })).toThrow(/schema v99.*newer version/);
+    expect(() => sqliteOutboxStore({ file })).toThrow(/schema v99.*newer version/);
   });
 
   it('reads a v1 file as it is, and migrates it in place when opened for writing', async () => {
     const file = freshFile();
-    const first = createSqliteOutboxStore({ file });
+    const first = sqliteOutboxStore({ file });
     await first.enqueue(row('Old', 't1'), T0);
     await first.close();
     // Back to what version 1 of the schema looked like.
@@ -575,10 +575,10 @@ describe('createSqliteOutboxStore()', () => {
     db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
     db.pragma('user_version = 1');
     db.close();
-    const reader = createSqliteOutboxStore({ file, readonly: true });
+    const reader = sqliteOutboxStore({ file, readonly: true });
     expect(await reader.list({ state: undefined, limit: 10 })).toMatchObject([{ id: 1, panel: '', remoteTrackId: 't1' }]);
     await reader.close();
-    const writer = createSqliteOutboxStore({ file });
+    const writer = sqliteOutboxStore({ file });
     open.push(writer);
     // A row stored before rows recorded their panel is nobody's until adopted.
     expect(await claim(writer)).toEqual([]);
@@ -593,8 +593,8 @@ describe('createSqliteOutboxStore()', () => {
   });
 
   it('rejects unknown and invalid options by name', () => {
-    expect(() => createSqliteOutboxStore({ file: freshFile(), busyTimeout: 5 } as never)).toThrow(/unknown option `busyTimeout`.*`busyTimeoutMs`/);
-    expect(() => createSqliteOutboxStore({ file: '' })).toThrow(/`file` must be a non-empty path/);
+    expect(() => sqliteOutboxStore({ file: freshFile(), busyTimeout: 5 } as never)).toThrow(/unknown option `busyTimeout`.*`busyTimeoutMs`/);
+    expect(() => sqliteOutboxStore({ file: '' })).toThrow(/`file` must be a non-empty path/);
   });
 });
 
@@ -614,10 +614,10 @@ describe('loadSqliteDriver()', () => {
   });
 });
 
-describe('createSqliteOutboxStore() group commit', () => {
+describe('sqliteOutboxStore() group commit', () => {
   it('rejects every caller of a batch that the database rolled back as a whole', async () => {
     const file = freshFile();
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     open.push(store);
     // A trigger that aborts the whole transaction (as SQLITE_FULL or an I/O error would).
     const Driver = loadSqliteDriver();

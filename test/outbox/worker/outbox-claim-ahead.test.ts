@@ -6,7 +6,7 @@ import { PartialSettleError } from '../../../src/errors.js';
 import { createReleaseOutbox } from '../../../src/outbox/outbox.js';
 import type { ReleaseSender } from '../../../src/outbox/release-sender.js';
 import type { OutboxStore } from '../../../src/outbox/store.js';
-import { createSqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { sleep, waitFor } from '../../support/helpers.js';
 import { enqueueTracks, gatedSender, PANEL, watchedStore } from '../../support/worker-fakes.js';
 
@@ -249,7 +249,7 @@ describe('the delivery worker, claiming ahead and recording in batches', () => {
     gate.open();
     await closing;
     await inner.close();
-    const reopened = createSqliteOutboxStore({ file });
+    const reopened = sqliteOutboxStore({ file });
     try {
       const pending = await reopened.list({ state: 'pending', limit: 100 });
       expect(pending).toHaveLength(9);

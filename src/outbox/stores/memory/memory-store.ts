@@ -25,7 +25,7 @@ interface MemoryRow extends StoredRow {
 const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: undefined } as const;
 
 /** Creates a store that keeps rows in a Map. Rows are copied in and out, as a database would. */
-export function createMemoryOutboxStore(): OutboxStore {
+export function memoryOutboxStore(): OutboxStore {
   const rows = new Map<number, MemoryRow>();
   /** Every row's id, ascending (as they are given): a page after an id starts there, not at the first row. */
   let ids: number[] = [];
@@ -294,3 +294,6 @@ export function createMemoryOutboxStore(): OutboxStore {
   };
   return store;
 }
+
+/** @deprecated Renamed {@link memoryOutboxStore} (one naming scheme for every store: `<backend>OutboxStore`); this name goes in the next minor version. */
+export const createMemoryOutboxStore = memoryOutboxStore;

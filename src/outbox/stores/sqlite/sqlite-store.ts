@@ -37,9 +37,9 @@ export interface SqliteOutboxStoreOptions {
 }
 
 /** Opens (creating if needed) a SQLite outbox file. Needs the optional peer dependency better-sqlite3. */
-export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
+export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStore {
   if (typeof options !== 'object' || options === null) throw optionError('options', 'must be an object', 'Pass { file: "./data/outbox.db" }.');
-  rejectUnknownOptions('createSqliteOutboxStore', options, optionNames<SqliteOutboxStoreOptions>({ file: true, busyTimeoutMs: true, readonly: true }));
+  rejectUnknownOptions('sqliteOutboxStore', options, optionNames<SqliteOutboxStoreOptions>({ file: true, busyTimeoutMs: true, readonly: true }));
   const { file } = options;
   if (typeof file !== 'string' || file.trim() === '') throw optionError('file', 'must be a non-empty path', 'Pass a path such as "./data/outbox.db".');
   const busyTimeoutMs = positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000);
@@ -221,3 +221,6 @@ export function createSqliteOutboxStore(options: SqliteOutboxStoreOptions): Outb
     },
   };
 }
+
+/** @deprecated Renamed {@link sqliteOutboxStore}, now from `panel-license-guard/sqlite` (one naming scheme for every store: `<backend>OutboxStore`); this name goes in the next minor version. */
+export const createSqliteOutboxStore = sqliteOutboxStore;

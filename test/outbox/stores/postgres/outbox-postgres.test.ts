@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../../../../src/emulator/emulator.js';
 import { createReleaseOutbox } from '../../../../src/outbox/outbox.js';
 import type { ClaimedRow } from '../../../../src/outbox/store.js';
-import { createMemoryOutboxStore } from '../../../../src/outbox/stores/memory/memory-store.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { memoryOutboxStore } from '../../../../src/outbox/stores/memory/memory-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { postgresOutboxStore } from '../../../../src/postgres.js';
 import { clientFor, sleep, startEmulator, waitFor } from '../../../support/helpers.js';
 import { DATABASE_URL, postgresAnswers, serviceAvailable } from '../../../support/services.js';
@@ -125,7 +125,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         db.release();
       }
       await outbox.close();
-      for (const other of [createMemoryOutboxStore(), createSqliteOutboxStore({ file: ':memory:' })]) {
+      for (const other of [memoryOutboxStore(), sqliteOutboxStore({ file: ':memory:' })]) {
         const plain = createReleaseOutbox({ client: clientFor(emulator), store: other, autoStart: false });
         await expect(plain.enqueue(release('X'), { transaction: {} })).rejects.toThrow(/cannot join your transaction/);
         await plain.close();

@@ -6,13 +6,13 @@ import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../../../../src/cli/io.js';
 import { main } from '../../../../src/cli/main.js';
 import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 /** A file with two rows, closed cleanly (no -wal/-shm left beside it). */
 async function outboxFile(): Promise<{ dir: string; file: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'outbox-ro-'));
   const file = join(dir, 'outbox.db');
-  const store = createSqliteOutboxStore({ file });
+  const store = sqliteOutboxStore({ file });
   for (const title of ['One', 'Two']) {
     const body = JSON.stringify({ release: { title } });
     await store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body, contentHash: title }, Date.now());
@@ -64,7 +64,7 @@ describe('the SQLite outbox without write access', () => {
       const undo = makeUnwritable(dirToo ? [file, dir] : [file]);
       if (!undo) return ctx.skip('cannot make a file unwritable on this file system (chattr/chmod had no effect)');
       try {
-        const store = createSqliteOutboxStore({ file, readonly: true });
+        const store = sqliteOutboxStore({ file, readonly: true });
         expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
         expect((await store.list({ state: undefined, limit: 10 })).map((row) => row.id)).toEqual([1, 2]);
         expect(() => store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'x' }, 0)).toThrow(
@@ -86,7 +86,7 @@ describe('the SQLite outbox without write access', () => {
     if (!undo) return ctx.skip('cannot make a file unwritable on this file system (chattr/chmod had no effect)');
     try {
       // SQLite falls back to reading; the open must not need a write transaction.
-      const store = createSqliteOutboxStore({ file });
+      const store = sqliteOutboxStore({ file });
       expect(await store.counts()).toMatchObject({ pending: 2 });
       await store.close();
     } finally {
@@ -97,7 +97,7 @@ describe('the SQLite outbox without write access', () => {
   it('reads through a symbolic link from the real file, and leaves no snapshot behind', async (ctx) => {
     const { dir, file } = await outboxFile();
     // The newest row only in the -wal: a writer still has the file open.
-    const writer = createSqliteOutboxStore({ file });
+    const writer = sqliteOutboxStore({ file });
     await writer.enqueue(
       { panel: 'panel-a', remoteTrackId: undefined, body: JSON.stringify({ release: { title: 'Three' } }), contentHash: 'three' },
       Date.now(),
@@ -109,7 +109,7 @@ describe('the SQLite outbox without write access', () => {
     const undo = makeUnwritable([file, dir]);
     if (!undo) return ctx.skip('cannot make a file unwritable on this file system (chattr/chmod had no effect)');
     try {
-      const store = createSqliteOutboxStore({ file: link, readonly: true });
+      const store = sqliteOutboxStore({ file: link, readonly: true });
       expect(await store.counts()).toMatchObject({ pending: 3 });
       await store.close();
     } finally {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 const LOADER = fileURLToPath(new URL('../../../fixtures/outbox-ts-loader.mjs', import.meta.url));
 const CHILD = fileURLToPath(new URL('../../../fixtures/sqlite-open-child.ts', import.meta.url));
@@ -45,7 +45,7 @@ const within = <T>(promise: Promise<T>, ms: number) => Promise.race([promise, ne
 
 async function largeV4(name: string, rows = 200_000): Promise<string> {
   const file = join(dir, name);
-  await createSqliteOutboxStore({ file }).close();
+  await sqliteOutboxStore({ file }).close();
   const db = new (loadSqliteDriver())(file);
   db.exec('DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list');
   db.exec(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${rows})
@@ -62,7 +62,7 @@ describe('the SQLite migration notice', () => {
     // A notice naming only a live pid (this test's process), as an older version of the notice
     // did: it says nothing of when or where, so it is not believed.
     const file = join(dir, 'stale.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     const db = new (loadSqliteDriver())(file);
     db.pragma('user_version = 4');
     db.close();
@@ -110,7 +110,7 @@ describe('the SQLite migration notice', () => {
 
   it('is not believed when it claims to start a day from now (a clock far ahead): a hung writer fails the opener after its busy timeout', async () => {
     const file = join(dir, 'future.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     const db = new (loadSqliteDriver())(file);
     db.pragma('user_version = 4');
     db.close();

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 const LOADER = fileURLToPath(new URL('../../../fixtures/outbox-ts-loader.mjs', import.meta.url));
 const CHILD = fileURLToPath(new URL('../../../fixtures/sqlite-open-child.ts', import.meta.url));
@@ -32,7 +32,7 @@ function open(file: string, busyTimeoutMs: number): Promise<{ ok: boolean; ms: n
 describe('SQLite v4 → v5 migration with two processes opening at once', () => {
   it('the second process waits for the first one’s migration instead of failing with SQLITE_BUSY', async () => {
     const file = join(dir, 'v4.db');
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     await store.close();
     const db = new (loadSqliteDriver())(file);
     db.exec('DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list');
@@ -51,7 +51,7 @@ describe('SQLite v4 → v5 migration with two processes opening at once', () => 
 
   it('fails after the busy timeout when the process holding the lock is not migrating (a hung writer)', async () => {
     const file = join(dir, 'v4-locked.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     const db = new (loadSqliteDriver())(file);
     db.pragma('user_version = 4');
     db.close();

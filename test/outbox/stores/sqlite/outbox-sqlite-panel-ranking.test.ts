@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
 import { ROWS_PER_SLICE } from '../../../../src/outbox/stores/sqlite/sqlite-panel-ranking.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panel-ranking-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,7 +23,7 @@ interface Expected {
 describe('panelCounts() on the SQLite store, read in slices', () => {
   it('ranks every panel as one pass over all of them would', async () => {
     const file = join(dir, 'ranking.db');
-    await createSqliteOutboxStore({ file }).close();
+    await sqliteOutboxStore({ file }).close();
     // More panels than two slices; ids that sort apart in UTF-8 and UTF-16 (U+FF5E vs U+1F600).
     const panels = ['', 'tenant-\uFF5E', 'tenant-\u{1F600}', ...Array.from({ length: ROWS_PER_SLICE * 2 + 37 }, (_, i) => `panel-${i}`)];
     const expected = new Map<string, Expected>();
@@ -49,7 +49,7 @@ describe('panelCounts() on the SQLite store, read in slices', () => {
     })();
     db.close();
     const ranked = [...expected.values()].sort((a, b) => b.pending - a.pending || b.dead - a.dead || (a.panel < b.panel ? -1 : a.panel > b.panel ? 1 : 0));
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     try {
       for (const limit of [1, 100, panels.length + 5]) expect(await store.panelCounts?.(limit)).toEqual(ranked.slice(0, limit));
     } finally {
@@ -59,7 +59,7 @@ describe('panelCounts() on the SQLite store, read in slices', () => {
 
   it('counts a release that changes state while the ranking runs once, as pending or as dead', async () => {
     const file = join(dir, 'moving.db');
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     const other = new (loadSqliteDriver())(file);
     try {
       const insert = other.prepare(

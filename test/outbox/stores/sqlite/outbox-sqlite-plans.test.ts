@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { OutboxState } from '../../../../src/outbox/store.js';
 import { createReaders } from '../../../../src/outbox/stores/sqlite/sqlite-read.js';
 import { closeOutboxDatabase, openOutboxDatabase } from '../../../../src/outbox/stores/sqlite/sqlite-schema.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 // What the SQLite store's reads (list, counts) make SQLite read, from its query plans. SQLite is
 // synchronous: a read holds the event loop of the app that hosts the console for as long as it
@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 /** The statements createReaders() prepares while `use` runs, with their query plans. */
 async function plansOf(use: (readers: ReturnType<typeof createReaders>) => Promise<void>): Promise<Map<string, string[]>> {
   const file = join(dir, `plans-${Date.now()}-${Math.random()}.db`);
-  const store = createSqliteOutboxStore({ file });
+  const store = sqliteOutboxStore({ file });
   await store.enqueue({ panel: 'p', remoteTrackId: 't', body: '{"release":{"title":"x"}}', contentHash: 'h' }, 0);
   await store.close();
   const db = openOutboxDatabase(file, 1000, false);
@@ -51,7 +51,7 @@ async function plansOf(use: (readers: ReturnType<typeof createReaders>) => Promi
   }
 }
 
-describe('createSqliteOutboxStore() reads', () => {
+describe('sqliteOutboxStore() reads', () => {
   it('lists a state through an index in id order, whatever the other filters: no scan of other states, no sort', async () => {
     const states: (OutboxState | undefined)[] = ['pending', 'dead', 'delivered', undefined];
     const plans = await plansOf(async (readers) => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
 import { sqliteGroupCommit } from '../../../../src/outbox/stores/sqlite/sqlite-group-commit.js';
-import { createSqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
+import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { type WalSync, walPathOf, walSync } from '../../../../src/outbox/stores/sqlite/sqlite-wal-sync.js';
 
 // An enqueue on SQLite commits without waiting for the disk on the node thread, and resolves once
@@ -75,7 +75,7 @@ describe('syncing the SQLite WAL off the node thread', () => {
 
   it('keeps every enqueue of a burst, and every one made just before close()', async () => {
     const file = join(dir, 'outbox.db');
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     const enqueue = (i: number) =>
       store.enqueue({ panel: 'panel-wal', remoteTrackId: `t-${i}`, body: JSON.stringify({ release: { title: `T${i}` } }), contentHash: `h-${i}` }, Date.now());
     const results = await Promise.all(Array.from({ length: 200 }, (_, i) => enqueue(i)));
@@ -90,7 +90,7 @@ describe('syncing the SQLite WAL off the node thread', () => {
     await expect(Promise.all([...syncing, ...waiting])).resolves.toHaveLength(50);
     // SQLite checkpointed and removed the WAL at close: the sync's file handle did not keep it.
     expect(existsSync(`${file}-wal`)).toBe(false);
-    const reopened = createSqliteOutboxStore({ file });
+    const reopened = sqliteOutboxStore({ file });
     try {
       expect(await reopened.counts()).toMatchObject({ pending: 250 });
     } finally {
@@ -144,7 +144,7 @@ describe('syncing the SQLite WAL off the node thread', () => {
 
   it('refuses enqueues made while the store closes, and leaves no handle on the WAL file', async () => {
     const file = join(dir, 'closing.db');
-    const store = createSqliteOutboxStore({ file });
+    const store = sqliteOutboxStore({ file });
     const enqueue = (i: number) =>
       store.enqueue({ panel: 'panel-wal', remoteTrackId: `t-${i}`, body: JSON.stringify({ release: { title: `T${i}` } }), contentHash: `h-${i}` }, Date.now());
     await Promise.all(Array.from({ length: 20 }, (_, i) => enqueue(i)));
