@@ -2,17 +2,19 @@
 // slot that frees up starts its next push at once, without a round trip to the store) and
 // recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
 
-import { LEASE_MARGIN_MS } from '../options.js';
 import { PanelHolds } from '../panels/panel-holds.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
-import type { ClaimedRow, DeliveryOutcome, SettleResult } from '../store.js';
+import type { ClaimedRow } from '../store.js';
 import { createTroubleReporter } from '../trouble.js';
+import { ClaimAhead, MIN_CLAIM_AHEAD, REFILL_BELOW } from './claim-ahead.js';
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
 import { asError } from './failure.js';
+import { createHandBack } from './hand-back.js';
 import { HandOffs } from './hand-offs.js';
 import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
-import { tellOutcome } from './outcome-events.js';
+import { createOutcomeRecorder } from './record-outcome.js';
 import { createSettleBatcher } from './settle-batcher.js';
+import { WakeTimer } from './wake-timer.js';
 import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
 
 export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contract.js';
@@ -29,19 +31,6 @@ const MAX_PARTIAL_CLAIMS = 16;
 const MIN_RECORDING = 8;
 /** Below this concurrency, outcomes wait for the next push's to share a statement. */
 const HOLD_BELOW = 4;
-/** Rows claimed ahead, at least (a single slot still gets a few, so claims come in batches). */
-const MIN_CLAIM_AHEAD = 8;
-/**
- * Rows claimed ahead, at most, while pushes are quick. Claims then come in batches of about 48
- * (see REFILL_BELOW): a claim's cost is mostly fixed (its transaction and commit, the rows this
- * worker holds stepped over), so on SQLite at concurrency 1 one claim of 48 took 12.9 µs of the
- * event loop per release where claims of 16 took 24.8.
- */
-const MAX_CLAIM_AHEAD = 64;
-/** A claim for rows ahead is made once those left fall below this share of `ahead`. */
-const REFILL_BELOW = 1 / 4;
-/** What a row claimed ahead but never sent says when it goes back. */
-const HANDED_BACK = 'not sent: handed back unclaimed (the outbox stopped, or the row waited too long for a free slot); due again at once';
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, routing, events, owner, now, concurrency } = config;
@@ -65,26 +54,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const settle = createSettleBatcher(store, owner, {
     holdWhile: (waiting, inline) => holdOutcomes && pushing > 0 && waiting < (inline ? recording - concurrency : recording / 2),
   });
-  // A row claimed ahead waits for a slot; its push must still start with a whole push and the
-  // time to record it left on its lease. Where the lease leaves no such room, nothing is claimed
-  // ahead. Nor with many panels: rows waiting in a queue of ours would defeat the panels' shares
-  // of the slots (a hanging tenant's rows would take each slot as it frees up).
-  const maxWaitMs = config.leaseMs - LEASE_MARGIN_MS - (config.pushTimeoutMs ?? config.leaseMs / 2);
-  const claimsAhead = maxWaitMs > 0 && routing.panel !== undefined;
-  /** Recent pushes' duration, smoothed (ms); undefined before the first answer. */
-  let pushMs: number | undefined;
-  /**
-   * Rows to claim ahead: as many as the slots send in half the time a row may wait, between
-   * max(8, concurrency) and max(64, concurrency). A slow mother's rows are not claimed so far
-   * ahead that they wait out their lease and go back unsent (which costs a write and a claim each).
-   */
-  const aheadNow = (): number => {
-    if (!claimsAhead) return 0;
-    const least = Math.max(MIN_CLAIM_AHEAD, concurrency);
-    if (pushMs === undefined) return least;
-    const sendable = Math.floor((concurrency * maxWaitMs) / 2 / Math.max(pushMs, 0.001));
-    return Math.min(Math.max(MAX_CLAIM_AHEAD, concurrency), Math.max(least, sendable));
-  };
+  // Rows claimed ahead of the free slots (claim-ahead.ts); with many panels, none.
+  const ahead = new ClaimAhead(config, routing.panel !== undefined);
   /**
    * Rows claimed ahead (or handed off) waiting for a slot, oldest first, read again before they
    * go when they waited (held-rows.ts); waits are timed on a monotonic clock (a step cannot hide one).
@@ -105,8 +76,6 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   });
   /** Deliveries under way: a push, then recording its outcome. */
   const inFlight = new Set<Promise<void>>();
-  /** Rows claimed ahead going back unsent (stop() waits for them). */
-  const handingBack = new Set<Promise<void>>();
   /** Of the deliveries, those whose push has not answered yet: what `concurrency` bounds. */
   let pushing = 0;
   /** Ids of the rows this worker holds (ready or being sent): never claimed and sent a second time. */
@@ -121,27 +90,17 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   let claimQueued = false;
   /** Rows this process enqueues, handed to this worker leased (leaseFor): see hand-offs.ts. */
   const handOffs = new HandOffs();
-  let timer: NodeJS.Timeout | undefined;
-  let timerAt = Number.POSITIVE_INFINITY;
-  let keepAlive = false;
-  // A store that is down fails every poll: say so once, then at most once a minute.
-  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
-
-  /** One timer for everything (poll, backoff, pause): unref'd, so it never keeps a process alive. */
-  function wakeAt(atMs: number): void {
-    if (!running || (timer !== undefined && timerAt <= atMs)) return;
-    clearTimeout(timer);
-    timerAt = atMs;
-    timer = setTimeout(onTimer, Math.max(0, atMs - now()));
-    if (!keepAlive) timer.unref();
-  }
-
-  function onTimer(): void {
-    timer = undefined;
-    timerAt = Number.POSITIVE_INFINITY;
+  const timer = new WakeTimer(now, () => {
     config.onProgress();
     handOffs.polled();
     kick(true);
+  });
+  // A store that is down fails every poll: say so once, then at most once a minute.
+  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
+
+  /** Wakes the worker at `atMs` (the poll, a retry, a back-off's end), while it runs. */
+  function wakeAt(atMs: number): void {
+    if (running) timer.wakeAt(atMs);
   }
 
   /**
@@ -186,7 +145,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   function startReady(): void {
     for (let first = ready.first(); first !== undefined && openSlots() > 0; first = ready.first()) {
       // Without claiming ahead a row never waits: it is claimed for a free slot.
-      const waitedTooLong = !running || (claimsAhead && performance.now() - first.claimedAt > maxWaitMs);
+      const waitedTooLong = !running || ahead.waitedTooLong(first.claimedAt);
       if (!waitedTooLong && !ready.current(first)) return;
       ready.shift();
       if (waitedTooLong) handBack(first.row);
@@ -207,13 +166,13 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     while (running) {
       if (handOffs.claimNeedless()) return;
       const nowMs = now();
-      const ahead = aheadNow();
+      const wanted = ahead.count();
       const open = Math.max(0, openSlots());
       const covered = ready.length + reserved;
       const uncovered = open - covered;
       // News while rows are handed off is claimed at once (a full claim of it turns hand-offs off).
-      const newsWaiting = handOffs.newsWaiting(covered < 2 * (open + ahead));
-      if (uncovered <= 0 && covered - open >= ahead * REFILL_BELOW && !newsWaiting) {
+      const newsWaiting = handOffs.newsWaiting(covered < 2 * (open + wanted));
+      if (uncovered <= 0 && covered - open >= wanted * REFILL_BELOW && !newsWaiting) {
         // The claim under way may have read the store before the row this kick is about was
         // committed: it must look again rather than leave the slots idle until the next poll.
         if (open > ready.length) lookAgain = true;
@@ -221,7 +180,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       }
       // Past the panels' shares (capPerPanel off), only slots that would sit idle are filled:
       // rows claimed ahead keep to the shares, so another panel's release never waits behind them.
-      const limit = capPerPanel ? Math.max(open + ahead - covered, newsWaiting ? MIN_CLAIM_AHEAD : 0) : uncovered;
+      const limit = capPerPanel ? Math.max(open + wanted - covered, newsWaiting ? MIN_CLAIM_AHEAD : 0) : uncovered;
       if (limit <= 0) return;
       reserved += limit;
       const newsBefore = handOffs.claiming();
@@ -250,7 +209,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
         ready.push(row, claimedAt, seenAt);
       }
       startReady();
-      handOffs.claimed(newsBefore, claimsAhead && unheld && batch.length < limit && !claimed.more);
+      handOffs.claimed(newsBefore, ahead.enabled && unheld && batch.length < limit && !claimed.more);
       if (batch.length < limit || fresh.length === 0) {
         // Panels left unvisited may have due rows: go on, a bounded number of times.
         if (claimed.more && ++partialClaims <= MAX_PARTIAL_CLAIMS) continue;
@@ -270,26 +229,18 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     holds.released(row.panel);
   }
 
-  /** Puts a row claimed ahead back unsent, due at once (no attempt counted). */
-  function handBack(row: ClaimedRow): void {
-    holds.handedBack(row.panel);
-    const nowMs = now();
-    const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: nowMs, error: HANDED_BACK, notSent: true };
-    const back: Promise<void> = settle(row, outcome, nowMs)
-      // Not recorded: the lease runs out and the row is claimed again.
-      .then(
-        () => undefined,
-        (error: unknown) => reportError(error, row),
-      )
-      .finally(() => {
-        letGo(row);
-        handingBack.delete(back);
-        // Due at once: claim it again now (and let drain() look), not at the next poll.
-        config.onProgress();
-        kick();
-      });
-    handingBack.add(back);
-  }
+  /** Rows claimed ahead going back unsent, due at once (hand-back.ts). */
+  const backs = createHandBack({
+    settle,
+    now,
+    reportError,
+    done(row) {
+      letGo(row);
+      // Due at once: claim it again now (and let drain() look), not at the next poll.
+      config.onProgress();
+      kick();
+    },
+  });
 
   function startDelivery(row: ClaimedRow): void {
     pushing++;
@@ -307,11 +258,14 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     inFlight.add(delivery);
   }
 
-  /**
-   * Resolves true when the row is due again at once, for a claim to find: its payload was replaced
-   * in flight. A retry is announced by its timer (wakeAt); a row whose outcome was not recorded
-   * keeps its lease; a stale one is another worker's.
-   */
+  function handBack(row: ClaimedRow): void {
+    holds.handedBack(row.panel);
+    backs.handBack(row);
+  }
+
+  const outcomes = createOutcomeRecorder({ settle, events, now, wakeAt, reportError });
+
+  /** Pushes the row, then records and tells what came of it (record-outcome.ts). */
   async function deliver(row: ClaimedRow): Promise<boolean> {
     let answered: Attempt;
     const began = performance.now();
@@ -325,25 +279,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       kick(false);
     }
     const durationMs = performance.now() - began;
-    if (sentTo.sent) pushMs = pushMs === undefined ? durationMs : pushMs * 0.8 + durationMs * 0.2;
-    const { outcome, error } = answered;
-    // A row that is not this worker's to send is left alone: its lease runs out for its own worker.
-    if ((error as { code?: unknown } | undefined)?.code === 'PANEL_MISMATCH') {
-      reportError(error, row);
-      return false;
-    }
-    let result: SettleResult;
-    try {
-      result = await settle(row, outcome, now());
-    } catch (storeError) {
-      // Not recorded: the lease runs out and the row is sent again (at-least-once).
-      reportError(storeError, row);
-      return false;
-    }
-    if (result === 'stale') return false;
-    const told = tellOutcome(events, row, answered, result, durationMs, now);
-    if (told.retryAt !== undefined) wakeAt(told.retryAt);
-    return told.dueNow;
+    if (sentTo.sent) ahead.pushed(durationMs);
+    return outcomes.record(row, answered, durationMs);
   }
 
   function reportError(error: unknown, row: ClaimedRow | undefined): void {
@@ -360,7 +297,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     leaseFor(panel) {
       if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0) return undefined;
       // Claims under way are not counted: while rows are handed off they bring few or none.
-      if (ready.length + handOffs.outstanding >= Math.max(0, openSlots()) + aheadNow()) return undefined;
+      if (ready.length + handOffs.outstanding >= Math.max(0, openSlots()) + ahead.count()) return undefined;
       handOffs.leased();
       return { owner, leaseMs: config.leaseMs, since: performance.now() };
     },
@@ -382,22 +319,16 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     },
     async stop() {
       running = false;
-      clearTimeout(timer);
-      timer = undefined;
-      timerAt = Number.POSITIVE_INFINITY;
+      timer.stop();
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
       await handOffs.settled();
       await ready.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
       for (const { row } of ready.takeAll()) handBack(row);
-      while (inFlight.size > 0 || handingBack.size > 0) await Promise.allSettled([...inFlight, ...handingBack]);
+      while (inFlight.size > 0 || backs.pending().length > 0) await Promise.allSettled([...inFlight, ...backs.pending()]);
     },
-    setKeepAlive(on) {
-      keepAlive = on;
-      if (on) timer?.ref();
-      else timer?.unref();
-    },
+    setKeepAlive: (on) => timer.setKeepAlive(on),
     isRunning: () => running,
     inFlight: () => inFlight.size,
     holding: () => sending.size,
