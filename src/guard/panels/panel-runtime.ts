@@ -3,10 +3,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Request } from 'express';
 import type { LicenseResponse } from '../../client/license-response.js';
-import { PanelHostError } from '../../errors.js';
-import { describeError } from '../../logger.js';
 import type { LicenseState } from '../../serve/license-state.js';
-import { requestHost } from '../../serve/request-host.js';
 import { type ServeHooks, warnUncheckedDomain } from '../../serve/serve-verdict.js';
 import type { ClusterSync } from '../cluster/cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from '../cluster/cluster-wiring.js';
@@ -17,16 +14,11 @@ import { retryDelay } from '../poller.js';
 import { checkResult, type PanelReading } from '../telemetry.js';
 import type { CheckSpreader } from './check-spreader.js';
 import type { PanelCredentials } from './host-resolver.js';
+import { relayError, reportMisdirected } from './panel-reports.js';
+import { distrust, type Retired, restore, retire } from './panel-retirement.js';
+import { isStale, servableUntil } from './panel-serving.js';
 
-/** An evicted panel's last verified verdict. */
-export interface Retired {
-  verdict: LicenseResponse;
-  lastSuccessAt: number;
-  /** The clock's protections, carried over: the latest wall time seen, and grace elapsed (monotonic). */
-  latestSeen: number;
-  elapsedMs: number;
-  retiredAtMono: number;
-}
+export type { Retired } from './panel-retirement.js';
 
 /** What every panel of a guard shares: its check schedule, its events and the host lookup. */
 export interface PanelContext {
@@ -36,18 +28,8 @@ export interface PanelContext {
   hostsOf: (panel: string) => string[];
 }
 
-/**
- * The longest a verdict is judged servable before it is worked out again: how late a clock offset
- * learnt from another panel's check (same mother) can move an `expires_at` day's end. A day-long
- * expiry seen a minute late; the grace timer locks on time regardless.
- */
-const SERVABLE_RECKON_MS = 60_000;
-
 /** `servedTick` of a panel no route has served (its idle check goes by the full path's clock). */
 const NEVER_SERVED = -(2 ** 30);
-
-/** The hosts a panel refused as not licensed, reported once each (bounded). */
-const MAX_REPORTED_HOSTS = 32;
 
 /**
  * One panel in memory. Kept lean, since a process may hold 100,000 of them: the guard's config is
@@ -137,24 +119,9 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     this.context.events.emit(name, { ...change, panel: this.id, hosts: this.context.hostsOf(this.id) });
   }
 
-  /**
-   * The guard's 'error' listeners hear of this panel's errors (with its id); without any, returns
-   * false and the monitor logs them, its fields naming the panel.
-   */
+  /** The guard's 'error' listeners hear of this panel's errors (panel-reports.ts); false when there are none. */
   error(error: unknown): boolean {
-    const { events, hostsOf } = this.context;
-    if (events.listenerCount('error') === 0) return false;
-    try {
-      const tag = { panel: this.id, hosts: hostsOf(this.id) };
-      events.emit('error', Object.assign(error instanceof Error ? error : new Error(describeError(error)), tag));
-    } catch (thrown) {
-      this.config.logger.error(`panel-license-guard: an 'error' listener threw: ${describeError(thrown)}`, {
-        event: 'listener_threw',
-        listener: 'error',
-        panel: this.id,
-      });
-    }
-    return true;
+    return relayError(this.context, this.config.logger, this.id, error);
   }
 
   onUncheckedDomain(): void {
@@ -164,15 +131,8 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
   }
 
   onMisdirected(req: Request, licensed: string[]): void {
-    const host = requestHost(req) ?? '(not a host name)';
     this.reportedHosts ??= new Set();
-    if (this.reportedHosts.has(host) || this.reportedHosts.size >= MAX_REPORTED_HOSTS) return;
-    this.reportedHosts.add(host);
-    const message = `Panel ${this.id} was asked for at ${host}, which its license does not name (licensed: ${licensed.join(', ')}); refused.`;
-    this.monitor.report(new PanelHostError('HOST_NOT_LICENSED', message, { host }), {
-      event: 'host_not_licensed',
-      host,
-    });
+    reportMisdirected(this.monitor, this.id, this.reportedHosts, req, licensed);
   }
 
   /** Checks now (concurrent calls share one check) and schedules the next: regular, or a retry. */
@@ -273,66 +233,29 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     this.context.spreader.scheduleRegular(this.key);
   }
 
-  /** What survives eviction: enough to resume the panel without trusting it beyond its grace. */
+  /** What survives eviction (panel-retirement.ts). */
   retire(): Retired | undefined {
-    const { verdict, lastSuccessAt } = this.monitor.entry;
-    if (verdict === undefined || lastSuccessAt === null) return undefined;
-    const { clock } = this.monitor;
-    return { verdict, lastSuccessAt, latestSeen: clock.latestSeen(), elapsedMs: clock.elapsedSince(lastSuccessAt), retiredAtMono: performance.now() };
+    return retire(this.monitor);
   }
 
-  /**
-   * Resumes an evicted panel as a state file would: inactive stays locked, active gets the grace
-   * left, counted on the clock it had (a clock set back meanwhile extends nothing). Returns false
-   * when nothing could be resumed (the panel is pending and must be checked).
-   */
-  restore({ verdict, lastSuccessAt, latestSeen, elapsedMs, retiredAtMono }: Retired): boolean {
-    const { clock } = this.monitor;
-    clock.seen(latestSeen);
-    clock.anchorElapsed(elapsedMs + (performance.now() - retiredAtMono));
-    if (!verdict.active) {
-      this.monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');
-      return true;
-    }
-    if (this.monitor.remainingFor(verdict, lastSuccessAt) <= 0) return false;
-    this.monitor.move('restored-active', verdict, lastSuccessAt, null);
-    this.monitor.checkGraceEnd();
-    return true;
+  /** Resumes an evicted panel as a state file would (panel-retirement.ts); false when nothing could be resumed. */
+  restore(retired: Retired): boolean {
+    return restore(this.monitor, retired);
   }
 
-  /**
-   * Back after idling past its grace: the old verdict is no longer trusted. The panel counts as
-   * failing since its last success (so it locks, its grace being over) until the check that
-   * follows answers.
-   */
+  /** Back after idling past its grace: the old verdict is no longer trusted (panel-retirement.ts). */
   distrust(): void {
-    const { verdict, lastSuccessAt, reason } = this.monitor.entry;
-    this.monitor.move('check-failed', verdict, lastSuccessAt, reason);
-    this.monitor.checkGraceEnd();
+    distrust(this.monitor);
   }
 
-  /**
-   * Until when (the guard's clock) a request may be served from the current verdict as it is:
-   * not pending, not idle, not stale (what the full path would decide); 0 when it may not. At
-   * most `SERVABLE_RECKON_MS` ahead, which bounds how late a new clock offset is seen (the grace
-   * timer locks on time regardless).
-   */
+  /** Until when (the guard's clock) a request may be served from the current verdict as it is; 0 when it may not (panel-serving.ts). */
   servableUntil(now: number): number {
-    const { entry } = this.monitor;
-    if (this.idle || this.closed || entry.state === 'pending' || this.stale(now)) return 0;
-    let span = SERVABLE_RECKON_MS;
-    const { lastSuccessAt } = entry;
-    // Both bounds of stale(): the wall clock's grace, and the grace clock's (monotonic, expiry).
-    if (lastSuccessAt !== null) span = Math.min(span, lastSuccessAt + this.config.gracePeriodMs - now, this.monitor.remainingFor(entry.verdict, lastSuccessAt));
-    return span > 0 ? now + span : 0;
+    return this.idle || this.closed ? 0 : servableUntil(this.monitor, this.config.gracePeriodMs, now);
   }
 
   /** The verdict is too old to trust without asking again (idle past its grace). */
   stale(now: number): boolean {
-    const { lastSuccessAt, verdict } = this.monitor.entry;
-    if (lastSuccessAt === null) return false;
-    // The grace clock, not the wall clock alone: a clock set back does not make an old verdict fresh.
-    return now - lastSuccessAt > this.config.gracePeriodMs || this.monitor.remainingFor(verdict, lastSuccessAt) <= 0;
+    return isStale(this.monitor, this.config.gracePeriodMs, now);
   }
 
   status(): LicenseStatus {
