@@ -4,47 +4,17 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../client/license-response.js';
 import { asGuardError, errorCodeOf, LocalStateError } from '../errors.js';
-import { describeError, type LogFields, withPrefix } from '../logger.js';
+import { describeError, type LogFields } from '../logger.js';
 import { type LicenseEvent, type LicenseState, transition } from '../serve/license-state.js';
-import { buildSnapshot, type GuardSnapshot } from '../serve/snapshot.js';
+import { buildSnapshot } from '../serve/snapshot.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from './check-order.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import type { LicenseStatus } from './license-status.js';
+import { type ChangeEvent, emitSafely, type Listener, type MonitorRelay, reportError, type VerdictEntry } from './monitor-events.js';
 import { writeStateFile } from './state-file.js';
 
-/** One cache entry per panel: the last verified verdict, when it came, and the derived view. */
-export interface VerdictEntry {
-  readonly state: LicenseState;
-  readonly verdict: LicenseResponse | undefined;
-  /** Local time (ms) the verdict was received. */
-  readonly lastSuccessAt: number | null;
-  /** The mother's `server_time` in that verdict. */
-  readonly serverTime: number | null;
-  readonly reason: string | null;
-  readonly snapshot: GuardSnapshot;
-}
-
-export interface ChangeEvent {
-  state: LicenseState;
-  previous: LicenseState;
-  reason: string | null;
-  /** `panels` mode: the panel's id (a hash of base URL and key, never the key). */
-  panel?: string;
-  /** `panels` mode: the hosts this instance knows for the panel (up to 100). */
-  hosts?: string[];
-}
-
-/** `panels` mode: where a panel's monitor sends its events and errors (the guard's listeners, with the panel id). */
-export interface MonitorRelay {
-  /** A new entry: what requests get may have changed. */
-  moved(): void;
-  event(name: 'change' | 'lock' | 'unlock', change: ChangeEvent): void;
-  /** Returns false when nobody listens there: the monitor logs the error instead. */
-  error(error: unknown): boolean;
-}
-
-type Listener = (payload: unknown) => void;
+export type { ChangeEvent, MonitorRelay, VerdictEntry } from './monitor-events.js';
 
 export class LicenseMonitor {
   /**
@@ -301,46 +271,13 @@ export class LicenseMonitor {
     return { state, verdict, lastSuccessAt, serverTime, reason, snapshot: buildSnapshot(this.config, state, verdict, reason, this.config.now()) };
   }
 
-  /**
-   * Calls each listener on its own: one that throws (whatever it throws) is logged, never turns
-   * a verified verdict into a failed check, and does not keep the next listener from running.
-   */
+  /** Calls each listener on its own (monitor-events.ts). */
   private safeEmit(event: 'change' | 'lock' | 'unlock' | 'error', payload: unknown): void {
-    const { relay } = this;
-    const listeners = (this.emitter?.rawListeners(event) ?? []) as Listener[];
-    if (relay !== undefined && event !== 'error') listeners.push((change) => relay.event(event, change as ChangeEvent));
-    for (const listener of listeners) {
-      try {
-        listener.call(this, payload);
-      } catch (error) {
-        this.config.logger.error(`panel-license-guard: a '${event}' listener threw: ${describeError(error)}`, {
-          event: 'listener_threw',
-          listener: event,
-          panel: this.config.panelKey || undefined,
-        });
-      }
-    }
+    emitSafely(this.emitter, this.relay, this.config, event, payload);
   }
 
-  /**
-   * Errors go to 'error' listeners when there are any, else to the logger with structured fields
-   * (`event` defaults to the error's code in snake case): never an unhandled throw.
-   */
+  /** Errors to 'error' listeners when there are any, else to the logger (monitor-events.ts): never an unhandled throw. */
   report(thrown: unknown, fields: Partial<LogFields> = {}): void {
-    const error = asGuardError(thrown);
-    // `panels` mode: the guard's own 'error' listeners first, with the panel id.
-    if (this.relay?.error(error)) return;
-    if ((this.emitter?.listenerCount('error') ?? 0) > 0) {
-      this.safeEmit('error', error);
-      return;
-    }
-    const code = errorCodeOf(error);
-    this.config.logger.warn(withPrefix(describeError(error)), {
-      event: code === 'UNKNOWN' ? 'error' : code.toLowerCase(),
-      code: code === 'UNKNOWN' ? undefined : code,
-      state: this.entry.state,
-      panel: this.config.panelKey || undefined,
-      ...fields,
-    });
+    reportError(this.emitter, this.relay, this.config, this.entry.state, asGuardError(thrown), fields);
   }
 }
