@@ -3,39 +3,17 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { RunCoordinator } from 'node-cron';
 import { LocalStateError } from '../../errors.js';
-import type { LicenseStore, StoreHealth, StoreSubscription } from '../../license-store/license-store.js';
-import type { Mac } from '../../license-store/sealed-json.js';
+import type { StoreHealth, StoreSubscription } from '../../license-store/license-store.js';
 import { callStore, LEASE_MAX_BYTES, LeaseSeal } from '../../license-store/store-calls.js';
 import { describeError } from '../../logger.js';
 import { type CheckOrder, later } from '../check-order.js';
-import type { LicenseMonitor } from '../license-monitor.js';
 import { applySharedVerdict } from './apply-shared.js';
+import type { ClusterSyncOptions } from './cluster-sync-options.js';
+import { DisputeChecks } from './dispute-checks.js';
 import { RefusalReports } from './refusal-reports.js';
 import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
 
-export interface ClusterSyncOptions {
-  store: LicenseStore;
-  panelId: string;
-  mac: Mac;
-  monitor: LicenseMonitor;
-  now: () => number;
-  /** How often the record is re-read, in case a published change was missed; 0 for never. */
-  syncIntervalMs: number;
-  /** How long a record stays in the store after its last write. */
-  recordTtlMs: number;
-  /** A record counts as current until its `nextCheckAt` plus this much. */
-  staleAfterMs: number;
-  /** The longest one license check can take. */
-  checkTimeoutMs: number;
-  /** After a skipped slot, how long to wait for the elected peer's record before checking ourselves. */
-  fallbackMs: number;
-  /** A peer's newer record was applied: it ran the last check (and owns any retries). */
-  onPeerRecord: (record: SharedVerdict) => void;
-  /** Run our own check now (the elected peer's record never came). */
-  checkNow: () => void;
-  /** Whether an outage of the store may be reported now. @default always */
-  mayReportOutage?: () => boolean;
-}
+export type { ClusterSyncOptions } from './cluster-sync-options.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
@@ -43,6 +21,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * then restores it as grace (or locked) and checks, so a replayed old record is worth little.
  */
 const MAX_CURRENT_AGE_MS = 15 * 60_000;
+
+/** What the store calls before a first check may take between them, at most (ms). */
+const STARTUP_STORE_BUDGET_MS = 250;
+const OVER_BUDGET = Symbol('over budget');
 
 /**
  * The request path never touches the store: records arrive by subscription or periodic read
@@ -52,12 +34,6 @@ const MAX_CURRENT_AGE_MS = 15 * 60_000;
  * skipped a slot checks itself when no result follows: nobody who can only write to the store can
  * stop the checks.
  */
-/** What the store calls before a first check may take between them, at most (ms). */
-const STARTUP_STORE_BUDGET_MS = 250;
-/** How often a disputed record may make this instance check the mother itself (ms). */
-const DISPUTE_CHECK_EVERY_MS = 60_000;
-const OVER_BUDGET = Symbol('over budget');
-
 export class ClusterSync {
   health: StoreHealth = 'ok';
   private readonly key: string;
@@ -67,8 +43,7 @@ export class ClusterSync {
   private fallbackTimer: NodeJS.Timeout | undefined;
   private writes: Promise<void> = Promise.resolve();
   private highestStamp = 0;
-  private lastDisputeCheck = Number.NEGATIVE_INFINITY;
-  private disputeTimer: NodeJS.Timeout | undefined;
+  private disputes: DisputeChecks | undefined;
   /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
   private readonly instance = randomBytes(8).toString('hex');
   private started = false;
@@ -186,14 +161,14 @@ export class ClusterSync {
     let holder: string | null;
     try {
       holder = await callStore(() => this.options.store.acquire(key, value, ttlMs, LEASE_MAX_BYTES));
-      this.healthy();
+      this.health = 'ok';
     } catch (error) {
       this.unavailable(error);
       return true;
     }
     if (holder === null || holder === value) return true;
     if (this.leases.isGenuine(key, holder)) return false;
-    this.rejected(
+    this.refusals.refused(
       new LocalStateError('SHARED_VERDICT_REJECTED', `The lease ${name} in the license store does not verify; this instance checks itself.`),
       holder,
     );
@@ -229,7 +204,9 @@ export class ClusterSync {
     this.writes = this.writes
       .then(() => callStore(() => store.publish(this.key, text, recordTtlMs)))
       .then(
-        () => this.healthy(),
+        () => {
+          this.health = 'ok';
+        },
         (error: unknown) => this.unavailable(error),
       );
   }
@@ -239,7 +216,7 @@ export class ClusterSync {
     let text: string | null;
     try {
       text = await callStore(() => this.options.store.get(this.key, MAX_RECORD_BYTES));
-      this.healthy();
+      this.health = 'ok';
     } catch (error) {
       this.unavailable(error);
       return;
@@ -255,7 +232,7 @@ export class ClusterSync {
     try {
       record = decodeSharedVerdict(String(text), panelId, mac);
     } catch (error) {
-      this.rejected(error, String(text));
+      this.refusals.refused(error, String(text));
       return;
     }
     // Genuine, so its stamp is observed even when its times are refused below: our next check then
@@ -266,7 +243,7 @@ export class ClusterSync {
     } catch (error) {
       // Never applicable later either, when our clock has caught up with it.
       monitor.lastOrder = later(record.order, monitor.lastOrder);
-      this.rejected(error, String(text));
+      this.refusals.refused(error, String(text));
       return;
     }
     // A message published to a running instance was just written; a value read (or anything at
@@ -276,42 +253,16 @@ export class ClusterSync {
       (live && this.started) ||
       (record.nextCheckAt !== null && at <= record.nextCheckAt + this.options.staleAfterMs && at - record.checkedAt <= MAX_CURRENT_AGE_MS);
     const outcome = applySharedVerdict(monitor, record, current);
-    if (outcome === 'disputed') this.settleDispute();
+    if (outcome === 'disputed') this.dispute();
     if (outcome !== 'applied') return;
     if (current) this.currentAppliedMono = performance.now();
     this.options.onPeerRecord(record);
   }
 
-  /**
-   * A record whose verdict contradicts ours and that the mother's clock cannot place
-   * (apply-shared.ts): our own check settles it, since our own answer always applies. At most one
-   * a minute, so replaying records cannot make an instance call the mother more than that; one
-   * asked for within the minute is made when it is up (a replay spending the minute just before a
-   * genuine unlock cannot leave the instance locked).
-   */
-  private settleDispute(): void {
-    if (this.closed || this.disputeTimer !== undefined) return;
-    const wait = this.lastDisputeCheck + DISPUTE_CHECK_EVERY_MS - performance.now();
-    const check = () => {
-      this.disputeTimer = undefined;
-      if (this.closed) return;
-      this.lastDisputeCheck = performance.now();
-      this.options.checkNow();
-    };
-    if (wait <= 0) {
-      check();
-      return;
-    }
-    this.disputeTimer = setTimeout(check, wait);
-    this.disputeTimer.unref();
-  }
-
-  private rejected(error: unknown, value: unknown): void {
-    this.refusals.refused(error, value);
-  }
-
-  private healthy(): void {
-    this.health = 'ok';
+  /** Our own check settles a dispute (dispute-checks.ts); made on the first one: few panels have any. */
+  private dispute(): void {
+    this.disputes ??= new DisputeChecks(this.options.checkNow);
+    this.disputes.ask();
   }
 
   /** `consequence`: what this means for the checks, said after the store's own error. */
@@ -332,7 +283,7 @@ export class ClusterSync {
     this.closed = true;
     if (this.readTimer) clearInterval(this.readTimer);
     if (this.fallbackTimer) clearTimeout(this.fallbackTimer);
-    if (this.disputeTimer) clearTimeout(this.disputeTimer);
+    this.disputes?.close();
     await this.closeSubscription();
     await this.writes;
   }
