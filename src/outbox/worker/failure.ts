@@ -1,5 +1,7 @@
-// Decides what a failed push means for its row: retry with backoff, retry slowly (credentials), or give up.
+// Decides what a failed push means for its row (retry with backoff, retry slowly for credentials, or give up), and reports the worker's errors.
 import { describeError } from '../../logger.js';
+import type { OutboxEmitter } from '../events.js';
+import type { ClaimedRow } from '../store.js';
 
 export type FailureAction =
   /** The mother answered 2xx but its body was unusable: it accepted the release; never resend. */
@@ -44,4 +46,9 @@ export function classifyFailure(error: unknown): FailureAction {
 export function asError(error: unknown): Error {
   if (error instanceof Error) return error;
   return new Error(typeof error === 'string' ? error : `Non-error thrown: ${describeError(error)}`);
+}
+
+/** An error of the worker's, to the outbox's 'error' listeners, naming the row it concerns. */
+export function reportError(events: OutboxEmitter, error: unknown, row: ClaimedRow | undefined): void {
+  events.emit('error', { error: asError(error), id: row?.id, panel: row?.panel, remoteTrackId: row?.remoteTrackId });
 }

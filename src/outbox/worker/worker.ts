@@ -2,18 +2,18 @@
 // slot that frees up starts its next push at once, without a round trip to the store) and
 // recording outcomes in batches (settle-batcher.ts). What one attempt does is delivery-attempt.ts.
 
-import { PanelHolds } from '../panels/panel-holds.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow } from '../store.js';
 import { createTroubleReporter } from '../trouble.js';
 import { ClaimAhead, MIN_CLAIM_AHEAD, REFILL_BELOW } from './claim-ahead.js';
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
-import { asError } from './failure.js';
+import { reportError } from './failure.js';
 import { createHandBack } from './hand-back.js';
 import { HandOffs } from './hand-offs.js';
 import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
 import { createOutcomeRecorder } from './record-outcome.js';
 import { createSettleBatcher } from './settle-batcher.js';
+import { holdsForWorker, Slots } from './slots.js';
 import { WakeTimer } from './wake-timer.js';
 import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
 
@@ -23,36 +23,15 @@ export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contrac
 const STORE_TROUBLE_REPEAT_MS = 60_000;
 /** Claims in a row that may come back short while panels were left unvisited, before waiting for the next poll. */
 const MAX_PARTIAL_CLAIMS = 16;
-/**
- * Answered pushes whose outcomes may be waiting to be recorded, at least (see openSlots): what a
- * crash may send twice, beside the pushes in flight. 8 lets a slow store fall a little behind,
- * and at low concurrency lets 4 to 7 outcomes share a statement (see holdOutcomes).
- */
-const MIN_RECORDING = 8;
-/** Below this concurrency, outcomes wait for the next push's to share a statement. */
-const HOLD_BELOW = 4;
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   const { store, routing, events, owner, now, concurrency } = config;
-  // Back-off is per panel: one panel's failing mother never holds back another panel's releases.
-  // Probes of failing panels and mothers may take a quarter of the slots at most: a mother that
-  // hangs costs its probe's slot, never every slot.
-  // With many panels, one panel's rows take half the slots at most: a tenant whose releases hang
-  // (or who just has the biggest backlog) never holds every slot.
-  const holds = new PanelHolds({
-    ...config,
-    maxProbes: Math.max(1, Math.floor(concurrency / 4)),
-    maxPerPanel: routing.panel === undefined ? Math.max(1, Math.ceil(concurrency / 2)) : Number.POSITIVE_INFINITY,
-  });
+  // Back-off per panel, probes and per-panel shares of the slots (slots.ts).
+  const holds = holdsForWorker(config, concurrency, routing.panel === undefined);
   const attempt = createAttempts(config, routing, holds);
-  // Below concurrency 4, while a push is under way, an answered one's outcome waits for that
-  // push's to share a commit (from 4 up, outcomes arriving in the same turn already share one).
-  // A store that writes a batch inline (SQLite) answers before any other push can: outcomes wait
-  // up to as many as leave every slot free to push (openSlots), seven per commit at concurrency 1.
-  // One that writes asynchronously needs room for the pushes answering meanwhile: half of those.
-  const holdOutcomes = concurrency < HOLD_BELOW;
+  const slots = new Slots(concurrency, holds);
   const settle = createSettleBatcher(store, owner, {
-    holdWhile: (waiting, inline) => holdOutcomes && pushing > 0 && waiting < (inline ? recording - concurrency : recording / 2),
+    holdWhile: (waiting, inline) => slots.holdOutcome(waiting, inline),
   });
   // Rows claimed ahead of the free slots (claim-ahead.ts); with many panels, none.
   const ahead = new ClaimAhead(config, routing.panel !== undefined);
@@ -74,12 +53,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       wakeAt(now() + RECHECK_RETRY_MS);
     },
   });
-  /** Deliveries under way: a push, then recording its outcome. */
-  const inFlight = new Set<Promise<void>>();
-  /** Of the deliveries, those whose push has not answered yet: what `concurrency` bounds. */
-  let pushing = 0;
-  /** Ids of the rows this worker holds (ready or being sent): never claimed and sent a second time. */
-  const sending = new Set<number>();
+  const { sending } = slots;
+  const hold = (row: ClaimedRow) => slots.hold(row);
+  const letGo = (row: ClaimedRow) => slots.letGo(row);
   let running = false;
   /** Claims under way, and the rows they asked for: a freed slot never waits for another slot's claim. */
   const claiming = new Set<Promise<void>>();
@@ -96,7 +72,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     kick(true);
   });
   // A store that is down fails every poll: say so once, then at most once a minute.
-  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(error, undefined));
+  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(events, error, undefined));
 
   /** Wakes the worker at `atMs` (the poll, a retry, a back-off's end), while it runs. */
   function wakeAt(atMs: number): void {
@@ -130,20 +106,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   }
 
   /**
-   * A slot is free once its push has answered: its next row starts while the outcome is recorded.
-   * Outcomes being recorded are bounded too, so a slow store cannot pile them up: `concurrency` of
-   * them, but at least MIN_RECORDING, so that at low concurrency several outcomes share one commit
-   * (a commit waits for the disk: 1–3 ms here, several pushes' worth).
-   */
-  const recording = Math.max(concurrency, MIN_RECORDING);
-  const openSlots = () => Math.min(concurrency - pushing, concurrency + recording - inFlight.size);
-
-  /**
    * Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. A
    * row that waited is first read again (with the others waiting): it may have been replaced.
    */
   function startReady(): void {
-    for (let first = ready.first(); first !== undefined && openSlots() > 0; first = ready.first()) {
+    for (let first = ready.first(); first !== undefined && slots.open() > 0; first = ready.first()) {
       // Without claiming ahead a row never waits: it is claimed for a free slot.
       const waitedTooLong = !running || ahead.waitedTooLong(first.claimedAt);
       if (!waitedTooLong && !ready.current(first)) return;
@@ -167,7 +134,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       if (handOffs.claimNeedless()) return;
       const nowMs = now();
       const wanted = ahead.count();
-      const open = Math.max(0, openSlots());
+      const open = Math.max(0, slots.open());
       const covered = ready.length + reserved;
       const uncovered = open - covered;
       // News while rows are handed off is claimed at once (a full claim of it turns hand-offs off).
@@ -204,8 +171,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       const fresh = batch.filter((row) => !sending.has(row.id));
       const claimedAt = performance.now();
       for (const row of fresh) {
-        sending.add(row.id);
-        holds.claimed(row.panel);
+        hold(row);
         ready.push(row, claimedAt, seenAt);
       }
       startReady();
@@ -223,17 +189,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     }
   }
 
-  /** The row was claimed (so its panel counted) but is no longer this worker's to send. */
-  function letGo(row: ClaimedRow): void {
-    sending.delete(row.id);
-    holds.released(row.panel);
-  }
-
   /** Rows claimed ahead going back unsent, due at once (hand-back.ts). */
   const backs = createHandBack({
     settle,
     now,
-    reportError,
+    reportError: (error, row) => reportError(events, error, row),
     done(row) {
       letGo(row);
       // Due at once: claim it again now (and let drain() look), not at the next poll.
@@ -243,7 +203,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   });
 
   function startDelivery(row: ClaimedRow): void {
-    pushing++;
+    slots.pushing++;
     let dueNow = false;
     const delivery: Promise<void> = deliver(row)
       .then((due) => {
@@ -251,11 +211,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       })
       .finally(() => {
         letGo(row);
-        inFlight.delete(delivery);
+        slots.deliveries.delete(delivery);
         config.onProgress();
         kick(dueNow);
       });
-    inFlight.add(delivery);
+    slots.deliveries.add(delivery);
   }
 
   function handBack(row: ClaimedRow): void {
@@ -263,7 +223,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     backs.handBack(row);
   }
 
-  const outcomes = createOutcomeRecorder({ settle, events, now, wakeAt, reportError });
+  const outcomes = createOutcomeRecorder({ settle, events, now, wakeAt, reportError: (error, row) => reportError(events, error, row) });
 
   /** Pushes the row, then records and tells what came of it (record-outcome.ts). */
   async function deliver(row: ClaimedRow): Promise<boolean> {
@@ -274,17 +234,13 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       answered = await attempt(row, sentTo);
     } finally {
       if (sentTo.sent) holds.ended(row.panel, row.id, sentTo.mother, sentTo.probe);
-      pushing--;
+      slots.pushing--;
       // A slot is free; the row is still this worker's until its outcome is recorded.
       kick(false);
     }
     const durationMs = performance.now() - began;
     if (sentTo.sent) ahead.pushed(durationMs);
     return outcomes.record(row, answered, durationMs);
-  }
-
-  function reportError(error: unknown, row: ClaimedRow | undefined): void {
-    events.emit('error', { error: asError(error), id: row?.id, panel: row?.panel, remoteTrackId: row?.remoteTrackId });
   }
 
   return {
@@ -297,7 +253,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     leaseFor(panel) {
       if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0) return undefined;
       // Claims under way are not counted: while rows are handed off they bring few or none.
-      if (ready.length + handOffs.outstanding >= Math.max(0, openSlots()) + ahead.count()) return undefined;
+      if (ready.length + handOffs.outstanding >= Math.max(0, slots.open()) + ahead.count()) return undefined;
       handOffs.leased();
       return { owner, leaseMs: config.leaseMs, since: performance.now() };
     },
@@ -309,8 +265,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // Already ours by a claim (its lease ran out while the insert waited for a lock): held once.
       const taken = row !== undefined && !sending.has(row.id);
       if (taken) {
-        sending.add(row.id);
-        holds.claimed(row.panel);
+        hold(row);
         // Stopped meanwhile (an enqueue slower than stop() waits for): back at once, not after its lease.
         if (running) ready.push(row, lease.since);
         else handBack(row);
@@ -326,17 +281,16 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       await ready.settled();
       // Rows claimed ahead go back at once rather than wait for their leases to run out.
       for (const { row } of ready.takeAll()) handBack(row);
-      while (inFlight.size > 0 || backs.pending().length > 0) await Promise.allSettled([...inFlight, ...backs.pending()]);
+      while (slots.deliveries.size > 0 || backs.pending().length > 0) await Promise.allSettled([...slots.deliveries, ...backs.pending()]);
     },
     setKeepAlive: (on) => timer.setKeepAlive(on),
     isRunning: () => running,
-    inFlight: () => inFlight.size,
+    inFlight: () => slots.deliveries.size,
     holding: () => sending.size,
-    pausedUntil: () => {
-      const until = routing.panel === undefined ? undefined : holds.heldUntil(routing.panel);
-      return until !== undefined && Number.isFinite(until) ? until : undefined;
-    },
+    pausedUntil: () => finite(routing.panel === undefined ? undefined : holds.heldUntil(routing.panel)),
     failingPanels: () => holds.size,
     failingPanelIds: (limit) => holds.failingPanels(limit),
   };
 }
+
+const finite = (at: number | undefined): number | undefined => (at !== undefined && Number.isFinite(at) ? at : undefined);
