@@ -8,6 +8,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The build (dist/, which the example app and packaging tests import) is CommonJS under ESM
+    // wrappers: Node loads it as it would for a user, not Vite's transform.
+    server: { deps: { external: [/\/dist\//] } },
     // The JSON report lets .ci/run print a plain "N passed, N failed" closing line.
     reporters: ['default', 'json'],
     outputFile: { json: 'test-results.json' },

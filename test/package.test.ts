@@ -1,6 +1,7 @@
-// Packs the package and uses it from throwaway ESM, CommonJS and TypeScript projects, as a user would.
+// Packs the package and uses it from throwaway ESM, CommonJS, Jest and TypeScript projects, as a
+// user would, and lints the tarball with @arethetypeswrong/cli and publint.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const root = resolve(import.meta.dirname, '..');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 let project: string;
+let tarball: string;
+const ENTRIES = ['', '/testing', '/sqlite', '/redis', '/postgres', '/mysql', '/metrics', '/express-locals', '/console'];
 
 function run(cmd: string, args: string[], cwd = project): string {
   try {
@@ -26,10 +29,11 @@ beforeAll(() => {
   if (!readdirSync(root).includes('dist')) throw new Error('dist/ is missing: run `npm run build` first (npm test does).');
   project = mkdtempSync(join(tmpdir(), 'plg-pack-'));
   // --ignore-scripts: `prepack` rebuilds dist/, which the other test files use meanwhile (npm test built it).
-  const tarball = run('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', project], root).trim().split('\n').pop() ?? '';
+  tarball = join(project, run('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', project], root).trim().split('\n').pop() ?? '');
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
-  // A TypeScript Express app has Node's and Express's types installed; so does this one.
-  run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(project, tarball), '@types/node@20', '@types/express@5']);
+  // A TypeScript Express app has Node's and Express's types installed; so does this one (and
+  // prom-client, for the metrics entry point).
+  run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball, '@types/node@20', '@types/express@5', 'prom-client@15']);
 }, 180_000);
 afterAll(() => {
   if (project) rmSync(project, { recursive: true, force: true });
@@ -55,6 +59,90 @@ describe('the packed tarball', () => {
     writeFileSync(join(project, 'cjs.cjs'), `const { signRequest } = require('panel-license-guard');\nconsole.log(${CALL});`);
     expect(run('node', ['cjs.cjs']).trim()).toBe(EXPECTED);
   });
+
+  it('gives `import` and `require` the same module: one copy of its state', () => {
+    const checks = ENTRIES.map(
+      (entry) =>
+        `{ const esm = await import('panel-license-guard${entry}'); const cjs = require('panel-license-guard${entry}');\n` +
+        `  const names = Object.keys(cjs).filter((k) => k !== '__esModule');\n` +
+        `  if (names.some((k) => esm[k] !== cjs[k]) || Object.keys(esm).length !== names.length) throw new Error('${entry || '.'} differs');\n` +
+        `  count += names.length; }`,
+    );
+    writeFileSync(
+      join(project, 'same.mjs'),
+      `import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\nlet count = 0;\n${checks.join('\n')}\nconsole.log(count);`,
+    );
+    expect(Number(run('node', ['same.mjs']).trim())).toBeGreaterThan(30);
+  });
+
+  it('passes @arethetypeswrong/cli in every resolution mode, and publint', () => {
+    const attw = JSON.parse(run('node', [join(root, 'node_modules', '@arethetypeswrong', 'cli', 'dist', 'index.js'), tarball, '--format', 'json']));
+    expect(Object.keys(attw.analysis.entrypoints).sort()).toEqual(
+      ENTRIES.map((entry) => `.${entry}`)
+        .concat('./package.json')
+        .sort(),
+    );
+    for (const entry of Object.values(attw.analysis.entrypoints) as { resolutions: object }[])
+      expect(Object.keys(entry.resolutions).sort()).toEqual(['bundler', 'node10', 'node16-cjs', 'node16-esm']);
+    expect(attw.analysis.problems).toEqual([]);
+    expect(attw.problems).toEqual({});
+    expect(run('node', [join(root, 'node_modules', 'publint', 'src', 'cli.js'), tarball, '--strict'])).toMatch(/All good!/);
+  }, 120_000);
+
+  it('ships no source maps: stack traces name the files that ship', () => {
+    const listing = run('tar', ['-tzf', tarball]);
+    expect(listing).toMatch(/package\/dist\/index\.js\n/);
+    expect(listing).not.toMatch(/\.map\n/);
+  });
+
+  it("runs under Jest's default configuration (CommonJS): every entry, the emulator, the guard and the outbox", () => {
+    copyFileSync(join(root, 'test', 'fixtures', 'jest-consumer', 'everything.test.js'), join(project, 'everything.test.js'));
+    const jest = join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+    run('node', [jest, '--ci', '--rootDir', project, '--testMatch', '**/everything.test.js', '--json', '--outputFile', join(project, 'jest.json')]);
+    const report = JSON.parse(readFileSync(join(project, 'jest.json'), 'utf8'));
+    expect({ passed: report.numPassedTests, failed: report.numFailedTests }).toEqual({ passed: 2, failed: 0 });
+  }, 120_000);
+
+  it('type-checks from CommonJS TypeScript with node10 resolution', () => {
+    writeFileSync(
+      join(project, 'commonjs.ts'),
+      `${ENTRIES.filter((entry) => entry !== '/express-locals')
+        .map((entry, i) => `import * as entry${i} from 'panel-license-guard${entry}';`)
+        .join(
+          '\n',
+        )}\nimport 'panel-license-guard/express-locals';\nimport { licenseGuard } from 'panel-license-guard';\nimport { createMotherEmulator } from 'panel-license-guard/testing';\nconst made: typeof licenseGuard = entry0.licenseGuard;\nconsole.log(typeof made, typeof createMotherEmulator, typeof entry2.sqliteOutboxStore);\n`,
+    );
+    run('node', [
+      tsc,
+      '--noEmit',
+      '--module',
+      'commonjs',
+      '--moduleResolution',
+      'node10',
+      '--strict',
+      '--esModuleInterop',
+      '--skipLibCheck',
+      '--types',
+      'node',
+      'commonjs.ts',
+    ]);
+    run('node', [
+      tsc,
+      '--outDir',
+      'out-cjs',
+      '--module',
+      'commonjs',
+      '--moduleResolution',
+      'node10',
+      '--strict',
+      '--esModuleInterop',
+      '--skipLibCheck',
+      '--types',
+      'node',
+      'commonjs.ts',
+    ]);
+    expect(run('node', ['out-cjs/commonjs.js']).trim()).toBe('function function function');
+  }, 120_000);
 
   it('type-checks and runs from TypeScript', () => {
     writeFileSync(

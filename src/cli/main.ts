@@ -1,6 +1,5 @@
 // The `panel-license` command: check a license, run the emulator, push and inspect releases.
 
-import { createRequire } from 'node:module';
 import { UsageError } from '../errors.js';
 import { escapeControlsKeepLines } from '../text.js';
 import { runCheck } from './check.js';
@@ -21,7 +20,8 @@ Run "panel-license <command> --help" for the options of a command; "panel-licens
 
 /** The package version, read from package.json (two levels up from src/cli and from dist/cli). */
 function version(): string {
-  const manifest = createRequire(import.meta.url)('../../package.json') as { version?: string };
+  // CommonJS at run time (the package's build); Vitest provides `require` to the source.
+  const manifest = require('../../package.json') as { version?: string };
   return manifest.version ?? 'unknown';
 }
 

@@ -1,6 +1,5 @@
 // Loads better-sqlite3, an optional peer dependency, only when a SQLite outbox is actually opened.
 
-import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describeError } from '../../../logger.js';
 
@@ -8,7 +7,10 @@ export type SqliteDatabase = BetterSqlite3.Database;
 export type SqliteStatement = BetterSqlite3.Statement<unknown[]>;
 export type SqliteDriver = new (file: string, options?: BetterSqlite3.Options) => SqliteDatabase;
 
-const requireFromHere = createRequire(import.meta.url);
+// The package runs as CommonJS (its ESM entry points wrap the CommonJS build: one copy of its
+// state), so `require` resolves the driver from where the package is installed; the tests run
+// this source under Vitest, which provides `require` too.
+const requireFromHere = (id: string): unknown => require(id);
 
 const INSTALL_HINT =
   'panel-license-guard: the durable release outbox stores its queue with better-sqlite3, an optional peer dependency that is not installed. ' +
