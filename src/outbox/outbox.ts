@@ -133,6 +133,10 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     async enqueue(release, options) {
       assertOpen('enqueue');
       const { panel, storeOptions } = scoping.enqueueTarget('enqueue', options);
+      if (storeOptions?.query !== undefined && storeOptions.transaction === undefined)
+        throw new TypeError(
+          'panel-license-guard: enqueue() got `query` without `transaction`: `query` runs statements in your transaction; pass both, `{ transaction: tx, query }`.',
+        );
       // Validation throws InvalidReleaseError naming the field: a bad release is never stored.
       const valid = validateRelease(release);
       const body = serializeRelease(valid);

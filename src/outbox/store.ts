@@ -31,14 +31,30 @@ export interface NewOutboxRow {
   contentHash: string;
 }
 
+/**
+ * Runs one SQL statement with its parameters inside your transaction and resolves to what your
+ * library answers: the rows (an array of objects, or `{ rows }`, or `[rows, …]`). Placeholders
+ * are `$1, $2…` on PostgreSQL and `?` on MySQL/MariaDB; parameters are strings, numbers or null.
+ * E.g. Prisma: `(sql, params) => tx.$queryRawUnsafe(sql, ...params)`.
+ */
+export type TransactionQuery = (sql: string, params: unknown[]) => Promise<unknown>;
+
 /** Per-call options of `enqueue`. */
 export interface EnqueueOptions {
   /**
    * PostgreSQL and MySQL stores only: the caller's open transaction (a node-postgres client or a
-   * mysql2 connection inside BEGIN, or a Knex, Kysely or Drizzle transaction). The row commits or
-   * rolls back with the caller's own rows (the transactional outbox). Other stores refuse it.
+   * mysql2 connection inside BEGIN, a Knex, Kysely or Drizzle transaction, or — with `query` — any
+   * library's transaction object). The row commits or rolls back with the caller's own rows (the
+   * transactional outbox). Other stores refuse it.
+   * @default undefined (the release is stored on its own, committed when enqueue resolves)
    */
   transaction?: unknown;
+  /**
+   * With `transaction` from any other library (Prisma, TypeORM, Sequelize, postgres.js…): how to
+   * run a statement in it. Enqueues on one `transaction` object take turns. See docs/outbox.md.
+   * @default undefined (`transaction` must then be one the store knows: a driver's connection, Knex, Kysely or Drizzle)
+   */
+  query?: TransactionQuery;
 }
 
 /**

@@ -2,68 +2,17 @@
 // transaction (the transactional outbox). Either way under the track's lock, reading what is
 // committed now, so hosts and transactions apply the de-duplication rules one after another.
 import { randomBytes } from 'node:crypto';
-import { describeError } from '../../../logger.js';
 import { enqueueResult, needsNewestDead, planEnqueue } from '../../rules.js';
 import type { EnqueueResult, NewOutboxRow } from '../../store.js';
 import { type CallerChain, callerChains } from '../shared/caller-chains.js';
-import { IN_TRANSACTION } from '../shared/caller-transaction.js';
+import { isStatementsOnly } from '../shared/statement-transaction.js';
 import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from '../shared/transaction-watch.js';
 import { connectionTurns, trackTurns } from '../shared/turns.js';
 import { MARKER_PANEL, mysqlGuardedWrites } from './mysql-caller-guards.js';
+import { failedIn, inTransactionFlagOf, isOpen, TRANSACTION_STATUS } from './mysql-caller-status.js';
 import { run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlTableNames, privilegeError, rowsOf, TABLE_EXISTS } from './mysql-schema.js';
 import { type MysqlStatements, num, orNull } from './mysql-sql.js';
-
-/**
- * A statement that touches no table: its answer's status says whether a transaction is open on
- * the session now (it opens none, autocommit or not), on MySQL and MariaDB alike.
- */
-const TRANSACTION_STATUS = 'DO 0';
-
-/** InnoDB's answer when it chose the transaction as a deadlock's victim: it rolled back all of it. */
-const ER_LOCK_DEADLOCK = 1213;
-
-/**
- * A statement of ours the server refused is undone alone, but for a deadlock, which rolls back
- * the whole transaction — reported as 1213, or under an AUTO-INC lock as 1467 ("Failed to read
- * auto-increment value"), so the session is asked whether its transaction is still open.
- */
-async function failedIn(connection: MysqlQueryable, error: unknown): Promise<unknown> {
-  let open: boolean;
-  try {
-    open = (error as { errno?: unknown } | null)?.errno !== ER_LOCK_DEADLOCK && (await stillOpen(connection, error));
-  } catch {
-    open = false;
-  }
-  if (open) return error;
-  return new Error(
-    `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}): the database rolled all of your transaction back, as MySQL does on a deadlock. Do not go on with it: run the whole transaction again.`,
-    { cause: error },
-  );
-}
-
-/** Errors with which InnoDB rolls back the whole transaction (a deadlock, reported as such or, under an AUTO-INC lock, as 1467). */
-const ROLLS_BACK = new Set([ER_LOCK_DEADLOCK, 1467]);
-
-/**
- * Whether the session's transaction is still open after `error`: the status of an answer that
- * touches no table; through Kysely, whose answers carry no status, `@@in_transaction` (MariaDB),
- * else what the error says.
- */
-async function stillOpen(connection: MysqlQueryable, error: unknown): Promise<boolean> {
-  const status = headerOf(await connection.query(TRANSACTION_STATUS)).serverStatus;
-  if (status !== undefined) return isOpen(status);
-  try {
-    const [row] = rowsOf(await connection.query('SELECT @@in_transaction AS open'));
-    return Number(row?.open) === 1;
-  } catch {
-    // MySQL 8 has no such variable: the error decides.
-    return !ROLLS_BACK.has(Number((error as { errno?: unknown } | null)?.errno));
-  }
-}
-
-/** The server status flag of an open transaction; through Kysely, whose answers carry none, assumed open (it refuses a transaction that ended). */
-const isOpen = (status: number | undefined): boolean => ((status ?? IN_TRANSACTION) & IN_TRANSACTION) !== 0;
 
 export interface MysqlEnqueueContext {
   names: MysqlTableNames;
@@ -75,7 +24,7 @@ export interface MysqlEnqueueContext {
 export interface MysqlEnqueuer {
   alone(row: NewOutboxRow, now: number): Promise<EnqueueResult>;
   /** `watch`: what the caller's library tells of its transaction's end (transaction-watch.ts). */
-  inCallerTransaction(connection: MysqlQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult>;
+  inCallerTransaction(connection: MysqlQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch, turns: object): Promise<EnqueueResult>;
   /** The tables are known to exist (after migrate()): callers' transactions need not ask. */
   tableExists(): void;
   /** Resolves once no enqueue of this process is in progress. */
@@ -84,9 +33,10 @@ export interface MysqlEnqueuer {
 
 export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<MysqlEnqueueContext, 'pool'>): MysqlEnqueuer {
   let tableKnown = false;
-  const onConnection = connectionTurns<MysqlQueryable>();
-  const chains = callerChains<MysqlQueryable>();
+  const onConnection = connectionTurns<object>();
+  const chains = callerChains<object>();
   const guarded = mysqlGuardedWrites(sql, names.tracks);
+  const inTransactionFlag = inTransactionFlagOf();
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
   async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<EnqueueResult> {
@@ -195,6 +145,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
    * refused.
    */
   async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
+    if (isStatementsOnly(connection)) return markThroughQuery(connection, marker, chain);
     const asked = connection.query(TRANSACTION_STATUS);
     const marked = run(connection, guarded.mark, marker);
     asked.catch(() => {});
@@ -217,9 +168,33 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     chain.marker = marker;
   }
 
+  /**
+   * Through a library's `query`, whose answers carry no server status: MariaDB's
+   * `@@in_transaction` says whether a transaction is open before the marker goes in (with
+   * autocommit off, the insert would open one of its own); then the marker must be invisible from
+   * the store's own connection — a marker another session can read was committed on its own, by a
+   * `query` that runs outside any transaction.
+   */
+  async function markThroughQuery(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
+    let open = (await inTransactionFlag(connection)) !== false;
+    if (open) {
+      await run(connection, guarded.mark, marker);
+      open = (await inTransaction(async (own) => rowsOf(await run(own, guarded.marked, marker)))).length === 0;
+    }
+    if (open) {
+      chain.marker = marker;
+      return;
+    }
+    await run(connection, guarded.unmark, marker).catch(() => {});
+    chain.ended = new Error('no open transaction');
+    throw new TypeError(
+      'panel-license-guard: `query` ran its statements outside any open transaction (each committed on its own): pass the transaction your callback was given (`tx`), and a `query` that runs statements on it. Nothing was stored. (If it had one, it already ended: an enqueue not awaited inside it?)',
+    );
+  }
+
   /** Leaves the chain; its last enqueue takes a marker still there away (after a refusal; in the caller's transaction, if it still can). */
-  async function leaveChain(caller: MysqlQueryable, chain: CallerChain, watch: TransactionWatch): Promise<void> {
-    if (!chains.leave(caller, chain) || chain.marker === undefined || chain.ended !== undefined) return;
+  async function leaveChain(caller: MysqlQueryable, turns: object, chain: CallerChain, watch: TransactionWatch): Promise<void> {
+    if (!chains.leave(turns, chain) || chain.marker === undefined || chain.ended !== undefined) return;
     await run(watched(caller, watch), guarded.unmark, chain.marker).catch(() => {});
   }
 
@@ -234,11 +209,13 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   return {
     alone: enqueueAlone,
     // Enqueues on one connection take turns: their statements would interleave on it.
-    inCallerTransaction(connection, row, now, watch) {
+    inCallerTransaction(connection, row, now, watch, turns) {
       // The chain is joined now, at call time: a turn that comes after the caller's transaction
       // ended must not prove the next request's transaction instead (caller-chains.ts).
-      const chain = chains.join(connection);
-      return onConnection(connection, () => enqueueInCallerTransaction(connection, row, now, watch, chain).finally(() => leaveChain(connection, chain, watch)));
+      const chain = chains.join(turns);
+      return onConnection(turns, () =>
+        enqueueInCallerTransaction(connection, row, now, watch, chain).finally(() => leaveChain(connection, turns, chain, watch)),
+      );
     },
     tableExists() {
       tableKnown = true;

@@ -159,7 +159,12 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
     enqueue(row, nowMs, enqueueOptions?: EnqueueOptions) {
       const transaction = enqueueOptions?.transaction;
       if (transaction === undefined) return enqueuer.alone(row, nowMs);
-      return onCallerTransaction(transaction, 'mysql', (connection, watch) => enqueuer.inCallerTransaction(connection, row, nowMs, watch));
+      return onCallerTransaction(
+        transaction,
+        'mysql',
+        (connection, watch, turns) => enqueuer.inCallerTransaction(connection, row, nowMs, watch, turns),
+        enqueueOptions?.query,
+      );
     },
     ...claims,
     settle,

@@ -45,6 +45,6 @@ export function pgGuardedWrites(hot: HotStatements): PgGuardedWrites {
       /VALUES \(([\s\S]*?)\)(\s*ON CONFLICT)/,
       (values, conflict) => `SELECT ${values} WHERE ${pgInTransaction(6)}${conflict}`,
     ),
-    replacePayload: rewritten(hot.replacePayload, /$/, () => ` AND ${pgInTransaction(5)}`),
+    replacePayload: rewritten(hot.replacePayload, / RETURNING id$/, () => ` AND ${pgInTransaction(5)} RETURNING id`),
   };
 }

@@ -1,32 +1,20 @@
 // Enqueueing on PostgreSQL: on its own (each statement commits), or inside the caller's open
 // transaction (the transactional outbox). No lock: the one-pending-row index arbitrates hosts.
 
-import { describeError } from '../../../logger.js';
 import { enqueueResult, planEnqueue } from '../../rules.js';
 import type { EnqueueLease, EnqueueResult, NewOutboxRow } from '../../store.js';
 import { type CallerChain, callerChains } from '../shared/caller-chains.js';
+import { isStatementsOnly } from '../shared/statement-transaction.js';
 import { afterLastStatement, endedEnqueue, endedUnder, OUTSIDE_TRANSACTION, type TransactionWatch, UNTOLD, watched } from '../shared/transaction-watch.js';
 import { connectionTurns, trackTurns } from '../shared/turns.js';
-import { PG_CURRENT_TRANSACTION, PG_TRANSACTION_ID, type PgGuardedWrites, pgGuardedWrites } from './postgres-caller-guards.js';
+import { PG_CURRENT_TRANSACTION, type PgGuardedWrites, pgGuardedWrites } from './postgres-caller-guards.js';
+import { abortedBy, proveInOneStatement, proveWithSavepoint, unnamed } from './postgres-caller-proof.js';
 import { createFreshInserts } from './postgres-fresh-inserts.js';
 import type { PgQueryable } from './postgres-schema.js';
 import { num, orNull, type PgStoreContext } from './postgres-sql.js';
 
 /** How often a read-then-write is retried when the track changed in between. */
 const MAX_REREADS = 10;
-/**
- * A statement of ours that the server refused has aborted the caller's transaction (a timeout, a
- * deadlock): the error says so. Other errors (ours, before any statement failed) pass as they are.
- */
-function abortedBy(error: unknown): unknown {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return error;
-  return new Error(
-    `panel-license-guard: the release could not be stored in your transaction (${describeError(error)}), and PostgreSQL has aborted the transaction, as after any failed statement: roll it back and run it again. Nothing of the release was stored.`,
-    { cause: error },
-  );
-}
-
 /** An enqueue in a caller's transaction: the id of that transaction, which its writes check. */
 interface InCaller {
   xid: string;
@@ -36,7 +24,7 @@ export interface PostgresEnqueuer {
   /** `lease`: see EnqueueLease (taken only by the one-statement insert of a new track). */
   alone(row: NewOutboxRow, now: number, lease?: EnqueueLease): Promise<EnqueueResult>;
   /** `watch`: what the caller's library tells of its transaction's end (transaction-watch.ts). */
-  inCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch): Promise<EnqueueResult>;
+  inCallerTransaction(client: PgQueryable, row: NewOutboxRow, now: number, watch: TransactionWatch, turns: object): Promise<EnqueueResult>;
   /** The table is known to exist (after migrate()): callers' transactions need not ask. */
   tableExists(): void;
   /** Resolves once no enqueue of this process is in progress. */
@@ -45,9 +33,8 @@ export interface PostgresEnqueuer {
 
 export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreContext): PostgresEnqueuer {
   let tableKnown = false;
-  let savepoints = 0;
-  const onClient = connectionTurns<PgQueryable>();
-  const chains = callerChains<PgQueryable, string>();
+  const onClient = connectionTurns<object>();
+  const chains = callerChains<object, string>();
   const freshInsert = createFreshInserts(pool, hot);
   const guarded = pgGuardedWrites(hot);
 
@@ -166,25 +153,15 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     // Statements go unnamed on the caller's client: a named one is prepared once per connection,
     // and an app that resets its pooled sessions (DISCARD ALL) would drop it under the driver.
     const client = unnamed(watched(caller, watch));
-    const savepoint = `panel_license_outbox_${++savepoints}`;
-    // A savepoint made and released at once proves the client is inside BEGIN (SAVEPOINT fails
-    // anywhere else). The three go out together: nothing the app sends on this client can come
-    // between them, so the id read is that of the transaction proved, and no savepoint of the
-    // caller's is made inside ours. A later turn of a chain reads without assigning an id (it may
-    // be in the next request's transaction) and must find the chain's.
-    const saved = client.query(`SAVEPOINT ${savepoint}`);
-    const current = client.query(chain.marker === undefined ? PG_TRANSACTION_ID : PG_CURRENT_TRANSACTION);
-    const released = client.query(`RELEASE SAVEPOINT ${savepoint}`);
-    current.catch(() => {});
-    released.catch(() => {});
+    let current: Promise<{ rows: Record<string, unknown>[] }>;
     try {
-      await saved;
-      await released;
+      current = isStatementsOnly(caller) ? proveInOneStatement(client, chain) : proveWithSavepoint(client, chain);
+      await current;
     } catch (error) {
       chain.ended = error;
       if (endedUnder(error, watch)) return endedEnqueue<EnqueueResult>(watch, undefined, error);
       throw new TypeError(
-        'panel-license-guard: `transaction` must be a pg client inside an open transaction (after BEGIN, and not aborted). Nothing was stored: it has none, or it already ended (an enqueue not awaited inside it?).',
+        `panel-license-guard: \`transaction\` must be ${isStatementsOnly(caller) ? 'an open transaction (not aborted) that `query` runs its statements in' : 'a pg client inside an open transaction (after BEGIN, and not aborted)'}. Nothing was stored: it has none, or it already ended (an enqueue not awaited inside it?).`,
         { cause: error },
       );
     }
@@ -229,11 +206,11 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
 
   return {
     alone: enqueueAlone,
-    inCallerTransaction(client, row, now, watch) {
+    inCallerTransaction(client, row, now, watch, turns) {
       // Joined at call time: a turn that comes after the caller's transaction ended must not
       // take the next request's transaction for it (caller-chains.ts).
-      const chain = chains.join(client);
-      return onClient(client, () => enqueueInCallerTransaction(client, row, now, watch, chain).finally(() => chains.leave(client, chain)));
+      const chain = chains.join(turns);
+      return onClient(turns, () => enqueueInCallerTransaction(client, row, now, watch, chain).finally(() => chains.leave(turns, chain)));
     },
     tableExists() {
       tableKnown = true;
@@ -241,12 +218,5 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     async idle() {
       await byTrack.idle();
     },
-  };
-}
-
-/** `client`, its statements sent without their names (node-postgres prepares a named one once per connection). */
-function unnamed(client: PgQueryable): PgQueryable {
-  return {
-    query: (query, values) => (typeof query === 'string' ? client.query(query, values) : client.query(query.text, query.values ?? values)),
   };
 }

@@ -60,7 +60,8 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
         ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS delivered ON true
       CROSS JOIN (SELECT MAX(id) AS dead_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'dead') AS dead`,
     // Only while pending: a settle may have just delivered the row (the caller then reads again).
-    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending'`,
+    // RETURNING: a transaction joined through a library's `query` learns what it changed from its rows.
+    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending' RETURNING id`,
     // The common case in one statement: a new or changed track. It inserts only when planEnqueue
     // would ('insert': no pending row, and the latest delivery differs), otherwise returns no row
     // and the rules run on what is read. Any pending row in the snapshot declines it: its WHERE is

@@ -155,7 +155,12 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     enqueue(row: NewOutboxRow, nowMs: number, options?: EnqueueOptions, lease?: EnqueueLease) {
       const transaction = options?.transaction;
       if (transaction !== undefined) {
-        return onCallerTransaction(transaction, 'postgres', (client, watch) => enqueuer.inCallerTransaction(client, row, nowMs, watch));
+        return onCallerTransaction(
+          transaction,
+          'postgres',
+          (client, watch, turns) => enqueuer.inCallerTransaction(client, row, nowMs, watch, turns),
+          options?.query,
+        );
       }
       return enqueuer.alone(row, nowMs, lease);
     },

@@ -1,9 +1,10 @@
 // The caller's transaction, as the SQL stores join it: the driver's own connection inside BEGIN,
-// or a transaction of Knex, Kysely or Drizzle. The store's statements then run on the very
-// connection that transaction runs on, so they commit or roll back with the caller's rows.
-// Anything else is refused with the list of what is accepted.
+// a transaction of Knex, Kysely or Drizzle, or any library's with `query` (statement-transaction.ts).
+// The store's statements then run on the very connection that transaction runs on, so they commit
+// or roll back with the caller's rows. Anything else is refused with the list of what is accepted.
 import { shown } from '../../../options.js';
 import type { MysqlQueryable, MysqlResult, PgQueryable, PgQueryConfig } from './connections.js';
+import { mysqlStatements, pgStatements } from './statement-transaction.js';
 import { knexWatch, kyselyWatch, type TransactionWatch, UNTOLD } from './transaction-watch.js';
 
 export type SqlDialect = 'postgres' | 'mysql';
@@ -20,8 +21,15 @@ const ACCEPTED: Record<SqlDialect, string> = {
     'a mysql2/promise connection inside START TRANSACTION (`await pool.getConnection()`), a Knex transaction on mysql2 (`knex.transaction(async (trx) => …)`), a Kysely transaction (`db.transaction().execute(async (trx) => …)`) or a Drizzle transaction on mysql2 (`db.transaction(async (tx) => …)`)',
 };
 
+const ANY_LIBRARY: Record<SqlDialect, string> = {
+  postgres:
+    "`{ transaction: tx, query: (sql, params) => tx.$queryRawUnsafe(sql, ...params) }` (Prisma; any library's transaction with a function that runs a statement in it, `$1` placeholders)",
+  mysql:
+    "`{ transaction: tx, query: (sql, params) => tx.$queryRawUnsafe(sql, ...params) }` (Prisma; any library's transaction with a function that runs a statement in it, `?` placeholders)",
+};
+
 function refused(dialect: SqlDialect, problem: string): TypeError {
-  return new TypeError(`panel-license-guard: \`transaction\` ${problem}. Pass ${ACCEPTED[dialect]}.`);
+  return new TypeError(`panel-license-guard: \`transaction\` ${problem}. Pass ${ACCEPTED[dialect]}; or, from any other library, ${ANY_LIBRARY[dialect]}.`);
 }
 
 type Queryable<D extends SqlDialect> = D extends 'postgres' ? PgQueryable : MysqlQueryable;
@@ -29,14 +37,30 @@ const isQueryable = (value: unknown): boolean => typeof (value as { query?: unkn
 
 /**
  * Runs `work` on the connection `transaction` runs on, with what its library tells of the
- * transaction's end, or rejects with a TypeError saying what is accepted. One transaction always
- * gives the same connection object, so enqueues on it take turns.
+ * transaction's end, or rejects with a TypeError saying what is accepted. `turns`: the object
+ * enqueues on one transaction take turns by (the same for every enqueue on it). With `query`, the
+ * transaction is any library's: `query` runs the statements, `transaction` is the turns' key.
  */
 export async function onCallerTransaction<D extends SqlDialect, T>(
   transaction: unknown,
   dialect: D,
-  work: (connection: Queryable<D>, watch: TransactionWatch) => Promise<T>,
+  work: (connection: Queryable<D>, watch: TransactionWatch, turns: object) => Promise<T>,
+  query?: unknown,
 ): Promise<T> {
+  if (query !== undefined) {
+    if (typeof query !== 'function')
+      throw new TypeError(
+        `panel-license-guard: \`query\` must be a function (sql, params) => Promise<rows> that runs a statement in your transaction (received ${describe(query)}).`,
+      );
+    if ((typeof transaction !== 'object' && typeof transaction !== 'function') || transaction === null)
+      throw new TypeError(
+        `panel-license-guard: with \`query\`, \`transaction\` must be your library's transaction object (the \`tx\` of your callback), which enqueues on it take turns by (received ${describe(transaction)}).`,
+      );
+    const run = query as (sql: string, params: unknown[]) => Promise<unknown>;
+    // A new connection each call: the caller's function may be a new closure each time; the
+    // transaction object is what stays the same, so the turns go by it.
+    return work((dialect === 'postgres' ? pgStatements(run) : mysqlStatements(run)) as unknown as Queryable<D>, UNTOLD, transaction);
+  }
   const library = LIBRARY_OF[dialect];
   if (isKnex(transaction)) {
     const driver = String(transaction.client?.driverName);
@@ -46,7 +70,8 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
     if (transaction.isCompleted()) throw refused(dialect, 'is a Knex transaction that has already committed or rolled back');
     // Knex's transaction client hands out the one connection its transaction runs on.
     const connection = await transaction.client.acquireConnection();
-    return work((dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>, knexWatch(transaction));
+    const joined = (dialect === 'mysql' ? promiseConnection(connection) : connection) as Queryable<D>;
+    return work(joined, knexWatch(transaction), joined);
   }
   if (isKysely(transaction)) {
     if (transaction.isTransaction !== true)
@@ -60,7 +85,10 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
     // Holding the transaction's connection for the whole enqueue: Kysely runs nothing else on it
     // meanwhile, not even through a copy of the transaction (withSchema, withPlugin), and refuses
     // once the transaction has ended.
-    return executor.provideConnection((connection) => work(kyselyConnection(connection, dialect) as Queryable<D>, kyselyWatch(transaction)));
+    return executor.provideConnection((connection) => {
+      const joined = kyselyConnection(connection, dialect) as Queryable<D>;
+      return work(joined, kyselyWatch(transaction), joined);
+    });
   }
   const kinds = drizzleKinds(transaction);
   if (kinds.length > 0) {
@@ -71,12 +99,14 @@ export async function onCallerTransaction<D extends SqlDialect, T>(
       throw refused(dialect, `is a Drizzle transaction of ${kinds[0]}; this store joins Drizzle transactions on ${library.driver}`);
     // Drizzle runs a transaction on one client of the driver (its session's), in BEGIN; it tells
     // nothing of the transaction's end.
-    return work(client as Queryable<D>, UNTOLD);
+    return work(client as Queryable<D>, UNTOLD, client as object);
   }
   // mysql2's callback connection (createConnection() from 'mysql2'): its promise() wrapper talks on it.
-  if (dialect === 'mysql' && typeof (transaction as { promise?: unknown } | null)?.promise === 'function')
-    return work(promiseConnection(transaction) as Queryable<D>, UNTOLD);
-  if (isQueryable(transaction)) return work(transaction as Queryable<D>, UNTOLD);
+  if (dialect === 'mysql' && typeof (transaction as { promise?: unknown } | null)?.promise === 'function') {
+    const joined = promiseConnection(transaction) as Queryable<D>;
+    return work(joined, UNTOLD, joined);
+  }
+  if (isQueryable(transaction)) return work(transaction as Queryable<D>, UNTOLD, transaction as object);
   throw refused(dialect, `is not a transaction this store can join (received ${describe(transaction)})`);
 }
 
