@@ -8,6 +8,7 @@ import { type GuardInstruments, TELEMETRY } from '../guard/telemetry.js';
 import { OptionProblems, optionError, optionNames, rejectUnknownOptions } from '../options.js';
 import { OUTBOX_TELEMETRY, type OutboxTelemetry } from '../outbox/events.js';
 import type { ReleaseOutbox } from '../outbox/outbox.js';
+import { isExpressResponse, notExpressError } from '../serve/express-only.js';
 import { ConsoleActivity } from './activity.js';
 import { onlyOnHosts } from './host-check.js';
 import { escapeHtml, type PageContext, page } from './layout.js';
@@ -82,6 +83,10 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   const panels: PanelsSource | undefined = guard && instruments && { guard, instruments, activity };
 
   const router = express.Router() as LicenseConsole;
+  router.use((req, res, next) => {
+    if (!isExpressResponse(res)) throw notExpressError('licenseConsole', req, res);
+    next();
+  });
   if (hosts !== undefined) router.use(onlyOnHosts(hosts));
   router.use(authorizing(authorize));
   router.use(express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 10 }));
@@ -171,7 +176,9 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     outbox.retry(id).then((retried) => back(req, res, `/releases/${id}`, retried ? 'retried' : 'not-dead'), next);
   });
   // Express's own error page shows stacks outside production: the console says only what went wrong.
-  router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  router.use((error: unknown, _req: Request, res: Response, next: NextFunction) => {
+    // Outside Express (the first middleware's error): the framework's own error handling says it.
+    if (!isExpressResponse(res)) return next(error);
     const status = Number((error as { status?: unknown } | null)?.status);
     const known = status >= 400 && status < 500;
     res

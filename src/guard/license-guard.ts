@@ -1,6 +1,7 @@
 // licenseGuard(): the Express middleware with start/refresh/close, state, status and events.
 
 import type { NextFunction, Request, Response } from 'express';
+import { isExpressResponse, notExpressError } from '../serve/express-only.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { serveVerdict, uncheckedDomainWarning } from '../serve/serve-verdict.js';
 import { createClusterSync, sharedRecordOf } from './cluster/cluster-wiring.js';
@@ -107,6 +108,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
   }
 
   function handle(req: Request, res: Response, next: NextFunction, waited: boolean): void {
+    if (!isExpressResponse(res)) throw notExpressError('licenseGuard', req, res);
     const { snapshot } = monitor.entry;
     if (snapshot.state === 'pending' && !waited && !config.isAllowed(req)) {
       res.locals.branding = snapshot.branding;

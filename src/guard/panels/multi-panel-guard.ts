@@ -4,6 +4,7 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
+import { isExpressResponse, notExpressError } from '../../serve/express-only.js';
 import { sendBusyHost, sendUnknownHost } from '../../serve/host-responses.js';
 import { HostRoutes } from '../../serve/host-routes.js';
 import { hostKey, requestHost } from '../../serve/request-host.js';
@@ -137,6 +138,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
    * the full path.
    */
   function handleRouted(req: Request, res: Response, next: NextFunction): void {
+    if (!isExpressResponse(res)) throw notExpressError('licenseGuard', req, res);
     const route = routes.serving(hostKey(req));
     if (route === undefined) {
       handle(req, res, next, false, false);
