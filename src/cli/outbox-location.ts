@@ -1,11 +1,11 @@
 // Where a CLI command finds the outbox: a SQLite file, or a PostgreSQL URL (`postgres://…`).
 import { existsSync } from 'node:fs';
+import { looksLikeUrl, wellFormedPostgresUrl } from '../db/postgres-url.js';
 import { UsageError } from '../errors.js';
 import { describeError } from '../logger.js';
 import type { OutboxStore } from '../outbox/store.js';
 import type { PgPool } from '../outbox/stores/postgres/postgres-schema.js';
 import { postgresOutboxStore } from '../outbox/stores/postgres/postgres-store.js';
-import { looksLikeUrl, wellFormedPostgresUrl } from '../outbox/stores/postgres/postgres-url.js';
 import { sqliteOutboxStore } from '../outbox/stores/sqlite/sqlite-store.js';
 
 /** `postgres:` or `postgresql:` however it goes on: a PostgreSQL location, never a file path. */

@@ -1,10 +1,11 @@
 // What the PostgreSQL outbox says when it cannot use the database: node-postgres gives a bare
 // `connect ECONNREFUSED 127.0.0.1:5439`; the outbox says what failed (and where, never with a
 // password), what it means for the releases, and what to check. Other errors pass through.
+
+import { poolAddress } from '../../../db/postgres-url.js';
 import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../../../errors.js';
 import { describeError } from '../../../logger.js';
 import { MEANING, type SqlWork } from '../shared/sql-work.js';
-import { wellFormedPostgresUrl } from './postgres-url.js';
 
 const UNREACHABLE =
   /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|Connection terminated|timeout exceeded when trying to connect/i;
@@ -16,46 +17,6 @@ function codeOf(error: unknown): OutboxDatabaseErrorCode | undefined {
   if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return 'OUTBOX_DATABASE_UNREACHABLE';
   const message = error instanceof Error ? error.message : '';
   return UNREACHABLE.test(`${code} ${message}`) ? 'OUTBOX_DATABASE_UNREACHABLE' : undefined;
-}
-
-interface PoolSettings {
-  connectionString?: string;
-  host?: string;
-  port?: number | string;
-  database?: string;
-}
-
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
-/**
- * `host:port/database` of the pool, as node-postgres resolves it; never the user's password.
- * Undefined when its connection string does not read as a well-formed URL (nothing of it, nor
- * of the driver's message, which may quote a misread part of it, can be shown safely).
- */
-export function poolAddress(pool: unknown): string | undefined {
-  const options = ((pool as { options?: PoolSettings } | null)?.options ?? {}) as PoolSettings;
-  let host = options.host;
-  let port = options.port === undefined ? undefined : String(options.port);
-  let database = options.database;
-  if (options.connectionString !== undefined) {
-    // Only a URL read as its writer meant it: `postgres://u:Pa@ss/S3cr3t@host/db` would show
-    // part of the password as host and database.
-    const url = wellFormedPostgresUrl(options.connectionString);
-    if (url === undefined) return undefined;
-    host ??= url.hostname;
-    port ??= url.port === '' ? undefined : url.port;
-    database ??= safeDecode(url.pathname.slice(1)) || undefined;
-  }
-  host ??= process.env.PGHOST ?? 'localhost';
-  port ??= process.env.PGPORT ?? '5432';
-  database ??= process.env.PGDATABASE ?? '(the user name)';
-  return `${host}:${port}/${database}`;
 }
 
 const FIX: Record<OutboxDatabaseErrorCode, string> = {

@@ -1,0 +1,116 @@
+// Cluster mode on the license stores that need no Redis, with the guarantees and tests of Redis:
+// one check per schedule slot among four instances, a lock reaching every instance within a
+// second, and a store outage that never locks anything.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MotherEmulator } from '../../../src/emulator/emulator.js';
+import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../../../src/index.js';
+import { cuttableProxy } from '../../support/cuttable-proxy.js';
+import { API_KEY, clientFor, sleep, startEmulator, waitFor } from '../../support/helpers.js';
+import { STORE_BACKENDS, type StoreBackend } from '../../support/license-stores.js';
+
+const EVERY_SECOND = '* * * * * *';
+const backends = await Promise.all(
+  Object.entries(STORE_BACKENDS)
+    .filter(([name]) => name !== 'redis')
+    .map(async ([, make]) => {
+      const backend = make();
+      return { backend, name: backend.name, available: await backend.available() };
+    }),
+);
+
+let emulator: MotherEmulator;
+const guards: LicenseGuard[] = [];
+const errors: unknown[] = [];
+beforeAll(async () => {
+  emulator = await startEmulator();
+});
+afterAll(async () => {
+  for (const { backend, available } of backends) if (available) await backend.cleanup();
+  await emulator.close();
+});
+afterEach(async () => {
+  await Promise.all(guards.splice(0).map((guard) => guard.close()));
+  errors.length = 0;
+  emulator.setFaults({});
+  emulator.setPanel(API_KEY, { active: true, reason: null });
+  emulator.reset();
+});
+const licenseCalls = () => emulator.requests.filter((request) => request.endpoint === 'license.php').length;
+
+async function instance(backend: StoreBackend, namespace: string, options: Partial<LicenseGuardOptions> = {}, via?: string): Promise<LicenseGuard> {
+  const store = await backend.open(namespace, via);
+  const guard = licenseGuard({ client: clientFor(emulator), store, schedule: EVERY_SECOND, jitterMs: 0, syncIntervalMs: 500, ...options });
+  guard.on('error', (error) => errors.push(error));
+  guards.push(guard);
+  return guard;
+}
+
+describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, available }) => {
+  it.skipIf(!available)(
+    'runs one license check per schedule slot for four instances',
+    async () => {
+      const namespace = backend.namespace();
+      const four = await Promise.all([1, 2, 3, 4].map(() => instance(backend, namespace)));
+      await Promise.all(four.map((guard) => guard.start()));
+      expect(four.map((guard) => guard.state)).toEqual(['active', 'active', 'active', 'active']);
+      const before = licenseCalls();
+      const started = Date.now();
+      await sleep(5200);
+      const slots = Math.floor((Date.now() - started) / 1000);
+      const calls = licenseCalls() - before;
+      expect(calls).toBeGreaterThanOrEqual(slots - 1);
+      expect(calls).toBeLessThanOrEqual(slots + 1);
+      expect(four.filter((guard) => guard.status().lastCheckBy === 'peer').length).toBeGreaterThan(0);
+    },
+    20_000,
+  );
+
+  it.skipIf(!available)(
+    'locks and unlocks every instance within a second of one refresh, five times over',
+    async () => {
+      const namespace = backend.namespace();
+      const four = await Promise.all([1, 2, 3, 4].map(() => instance(backend, namespace, { schedule: '0 0 1 1 *', syncIntervalMs: 60_000 })));
+      await Promise.all(four.map((guard) => guard.start()));
+      for (let round = 0; round < 5; round++) {
+        const active = round % 2 === 1;
+        emulator.setPanel(API_KEY, { active, reason: active ? null : `Unpaid ${round}` });
+        const flipped = Date.now();
+        expect(await four[round % 4]?.refresh()).toBe(active ? 'active' : 'locked');
+        const want = active ? 'active' : 'locked';
+        await waitFor(() => four.every((guard) => guard.state === want), `all four ${want}`, 1000);
+        expect(Date.now() - flipped).toBeLessThan(1000);
+      }
+      expect(four.map((guard) => guard.status().store)).toEqual(['ok', 'ok', 'ok', 'ok']);
+    },
+    30_000,
+  );
+
+  it.skipIf(!available)(
+    'never locks while the store is unreachable; each instance checks on its own and follows a real lock; then reconverges',
+    async () => {
+      const { host, port } = backend.server();
+      const proxy = await cuttableProxy(host, port);
+      try {
+        const namespace = backend.namespace();
+        const three = await Promise.all([1, 2, 3].map(() => instance(backend, namespace, { syncIntervalMs: 200 }, proxy.address)));
+        await Promise.all(three.map((guard) => guard.start()));
+        proxy.cut();
+        await waitFor(() => three.every((guard) => guard.status().store === 'unavailable'), 'the store seen as unavailable', 8000);
+        expect(three.map((guard) => guard.state)).toEqual(['active', 'active', 'active']);
+        expect(errors.some((error) => (error as { code?: string }).code === 'STORE_UNAVAILABLE')).toBe(true);
+        emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+        await waitFor(() => three.every((guard) => guard.state === 'locked'), 'each instance locked by its own check', 5000);
+        emulator.setPanel(API_KEY, { active: true, reason: null });
+        await waitFor(() => three.every((guard) => guard.state === 'active'), 'each instance unlocked by its own check', 5000);
+        proxy.heal();
+        await waitFor(() => three.every((guard) => guard.status().store === 'ok'), 'the store back', 10_000);
+        emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+        await waitFor(() => three.every((guard) => guard.state === 'locked'), 'one verdict again', 4000);
+      } finally {
+        await Promise.all(guards.splice(0).map((guard) => guard.close()));
+        await proxy.close();
+      }
+    },
+    60_000,
+  );
+});

@@ -1,0 +1,81 @@
+// The license stores of cluster mode, each as a test opens one "process" of it (its own pool or
+// client, as a separate instance would have), over one namespace shared by the instances of a test.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createClient } from 'redis';
+import type { LicenseStore } from '../../src/license-store/license-store.js';
+import { postgresLicenseStore } from '../../src/postgres.js';
+import { redisLicenseStore } from '../../src/redis.js';
+import { DATABASE_URL, postgresAnswers, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+
+/** One backend: opens instances of one namespace, and cleans up after the test file. */
+export interface StoreBackend {
+  name: string;
+  available(): Promise<boolean>;
+  /** A fresh namespace (prefix, table) for one test. */
+  namespace(): string;
+  /** An instance of the store on `namespace`, with its own connection(s); `via`: `host:port` of a proxy to the server. */
+  open(namespace: string, via?: string): Promise<LicenseStore>;
+  /** `host` and `port` of the server (what a proxy forwards to). */
+  server(): { host: string; port: number };
+  /** Closes every connection opened, drops what the tests created. */
+  cleanup(): Promise<void>;
+}
+
+const SCHEMA = `test_license_${process.pid}`;
+
+const serverOf = (url: string, port: number) => ({ host: new URL(url).hostname, port: Number(new URL(url).port || port) });
+/** `url` with its host and port replaced by `via` (a proxy's). */
+function through(url: string, via: string | undefined): string {
+  if (via === undefined) return url;
+  const changed = new URL(url);
+  changed.host = via;
+  return changed.toString();
+}
+
+function postgresBackend(): StoreBackend {
+  const pools: pg.Pool[] = [];
+  let tables = 0;
+  return {
+    name: 'PostgreSQL',
+    available: async () => serviceAvailable('PostgreSQL', DATABASE_URL, await postgresAnswers()),
+    namespace: () => `store_${++tables}_${randomBytes(3).toString('hex')}`,
+    server: () => serverOf(DATABASE_URL, 5432),
+    async open(table, via) {
+      const pool = new pg.Pool({ connectionString: through(DATABASE_URL, via), max: 3, connectionTimeoutMillis: 1000 });
+      // An outage test cuts the connections: the pool reports it on the idle ones.
+      pool.on('error', () => {});
+      pools.push(pool);
+      return postgresLicenseStore({ pool, schema: SCHEMA, table });
+    },
+    async cleanup() {
+      await Promise.all(pools.splice(0).map((pool) => pool.end()));
+      const admin = new pg.Client({ connectionString: DATABASE_URL });
+      await admin.connect();
+      await admin.query(`DROP SCHEMA IF EXISTS "${SCHEMA}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+function redisBackend(): StoreBackend {
+  const clients: { close(): Promise<unknown> }[] = [];
+  return {
+    name: 'Redis',
+    available: async () => serviceAvailable('Redis', REDIS_URL, await redisAnswers()),
+    namespace: () => `test-license-${process.pid}-${randomBytes(4).toString('hex')}:`,
+    server: () => serverOf(REDIS_URL, 6379),
+    async open(prefix, via) {
+      const client = createClient({ url: through(REDIS_URL, via) });
+      client.on('error', () => {});
+      await client.connect();
+      clients.push({ close: () => client.close() });
+      return redisLicenseStore({ client, prefix });
+    },
+    async cleanup() {
+      await Promise.all(clients.splice(0).map((client) => client.close()));
+    },
+  };
+}
+
+export const STORE_BACKENDS = { redis: redisBackend, postgres: postgresBackend };
