@@ -56,6 +56,25 @@ afterAll(() => {
 });
 
 describe('the NestJS example', () => {
+  it('is what docs/nestjs.md shows: every TypeScript and JSON block there is an excerpt of the file it names', () => {
+    const guide = readFileSync(join(root, 'docs', 'nestjs.md'), 'utf8');
+    const blocks = [...guide.matchAll(/```(?:ts|typescript|jsonc)\n([\s\S]*?)```/g)].map((match) => match[1] as string);
+    expect(blocks.length).toBeGreaterThanOrEqual(8);
+    for (const block of blocks) {
+      const [first = '', ...lines] = block.trimEnd().split('\n');
+      const file = /^\/\/ (example-app\/nestjs\/\S+)$/.exec(first)?.[1];
+      expect(file, `a block of docs/nestjs.md must start with the file it comes from: ${first}`).toBeDefined();
+      const text = readFileSync(join(root, String(file)), 'utf8');
+      // `// …` lines stand for what the excerpt leaves out; the rest appears in order, verbatim.
+      let from = 0;
+      for (const chunk of lines.join('\n').split(/^\s*\/\/ …\n/m)) {
+        const at = text.indexOf(chunk.trimEnd(), from);
+        expect(at, `${file} does not contain, at this point:\n${chunk}`).toBeGreaterThanOrEqual(0);
+        from = at + chunk.trimEnd().length;
+      }
+    }
+  });
+
   it('passes its Jest e2e suite, and Jest exits with no open handle', async () => {
     const report = join(scratch, 'jest.json');
     // No --forceExit: a server or socket left open (the app's, the emulator's) keeps Jest alive
