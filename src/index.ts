@@ -76,6 +76,7 @@ export type {
   SettleRequest,
   SettleResult,
   StoredRow,
+  TransactionQuery,
 } from './outbox/store.js';
 export { UNASSIGNED_PANEL } from './outbox/store.js';
 export { createMemoryOutboxStore, memoryOutboxStore } from './outbox/stores/memory/memory-store.js';

@@ -33,6 +33,15 @@ declare global {
   const kysely: import('kysely').Kysely<any>;
   const drizzleDb: import('drizzle-orm/node-postgres').NodePgDatabase;
   const tracks: any;
+  // The ORMs' own objects (Prisma's client is generated per app: its transaction, as it types it).
+  const prisma: {
+    $transaction<T>(work: (tx: { track: any; $queryRawUnsafe(sql: string, ...values: unknown[]): Promise<unknown> }) => Promise<T>, options?: object): Promise<T>;
+  };
+  const dataSource: import('typeorm').DataSource;
+  const sequelize: import('sequelize').Sequelize;
+  const sql: import('postgres').Sql;
+  const em: import('@mikro-orm/postgresql').EntityManager;
+  const Track: any;
   // Your own code around a snippet: anything.
   const tenants: any;
   const db: any;

@@ -37,7 +37,7 @@ export interface NewOutboxRow {
  * are `$1, $2…` on PostgreSQL and `?` on MySQL/MariaDB; parameters are strings, numbers or null.
  * E.g. Prisma: `(sql, params) => tx.$queryRawUnsafe(sql, ...params)`.
  */
-export type TransactionQuery = (sql: string, params: unknown[]) => Promise<unknown>;
+export type TransactionQuery = (sql: string, params: (string | number | null)[]) => Promise<unknown>;
 
 /** Per-call options of `enqueue`. */
 export interface EnqueueOptions {

@@ -125,7 +125,7 @@ function postgresJsKit(): OrmKit {
   const sql = postgres(DATABASE_URL, { max: 3, onnotice: () => {} });
   return {
     transaction: (work) =>
-      sql.begin('isolation level read committed', (tx) => work({ transaction: tx, query: (text, params) => tx.unsafe(text, params as never[]) }, tx)) as never,
+      sql.begin('isolation level read committed', (tx) => work({ transaction: tx, query: (text, params) => tx.unsafe(text, params) }, tx)) as never,
     insertOwn: async (tx, table, title) => {
       await (tx as typeof sql).unsafe(`INSERT INTO ${table} (title) VALUES ($1)`, [title]);
     },

@@ -40,7 +40,7 @@ export function pgStatements(query: TransactionQuery): PgQueryable & StatementsO
     async query(statement: string | PgQueryConfig, values?: unknown[]) {
       const text = typeof statement === 'string' ? statement : statement.text;
       const params = (typeof statement === 'string' ? values : (statement.values ?? values)) ?? [];
-      const rows = rowsIn(await query(text, params));
+      const rows = rowsIn(await query(text, params as (string | number | null)[]));
       return { rows, rowCount: rows.length };
     },
   };
@@ -57,7 +57,7 @@ const WRITE_COUNTS = 'SELECT ROW_COUNT() AS affected_rows, LAST_INSERT_ID() AS i
  */
 export function mysqlStatements(query: TransactionQuery): MysqlQueryable & StatementsOnly {
   const runOne = async (sql: string, values: unknown[]): Promise<MysqlResult> => {
-    const answer = await query(sql, values);
+    const answer = await query(sql, values as (string | number | null)[]);
     if (!WRITE.test(sql)) return [rowsIn(answer), undefined];
     const [counts] = rowsIn(await query(WRITE_COUNTS, []));
     const affectedRows = Number(counts?.affected_rows ?? 0);
