@@ -1,12 +1,14 @@
 // The license stores of cluster mode, each as a test opens one "process" of it (its own pool or
 // client, as a separate instance would have), over one namespace shared by the instances of a test.
 import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { createClient } from 'redis';
 import type { LicenseStore } from '../../src/license-store/license-store.js';
+import { mysqlLicenseStore } from '../../src/mysql.js';
 import { postgresLicenseStore } from '../../src/postgres.js';
 import { redisLicenseStore } from '../../src/redis.js';
-import { DATABASE_URL, postgresAnswers, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
+import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 /** One backend: opens instances of one namespace, and cleans up after the test file. */
 export interface StoreBackend {
@@ -78,4 +80,30 @@ function redisBackend(): StoreBackend {
   };
 }
 
-export const STORE_BACKENDS = { redis: redisBackend, postgres: postgresBackend };
+function mysqlBackend(): StoreBackend {
+  const pools: mysql.Pool[] = [];
+  const tables: string[] = [];
+  return {
+    name: 'MySQL',
+    available: async () => serviceAvailable('MySQL/MariaDB', MYSQL_URL, await mysqlAnswers()),
+    namespace: () => {
+      const table = `test_license_${process.pid}_${tables.length + 1}_${randomBytes(3).toString('hex')}`;
+      tables.push(table);
+      return table;
+    },
+    server: () => serverOf(MYSQL_URL, 3306),
+    async open(table, via) {
+      const pool = mysql.createPool({ uri: through(MYSQL_URL, via), connectionLimit: 3, connectTimeout: 1000 });
+      pools.push(pool);
+      return mysqlLicenseStore({ pool, table });
+    },
+    async cleanup() {
+      await Promise.all(pools.splice(0).map((pool) => pool.end().catch(() => {})));
+      const admin = await mysql.createConnection({ uri: MYSQL_URL });
+      for (const table of tables.splice(0)) await admin.query(`DROP TABLE IF EXISTS \`${table}\`, \`${table}_migrations\``);
+      await admin.end();
+    },
+  };
+}
+
+export const STORE_BACKENDS = { redis: redisBackend, postgres: postgresBackend, mysql: mysqlBackend };

@@ -1,6 +1,8 @@
 // What the MySQL outbox says when it cannot use the database: mysql2 gives a bare
 // `connect ECONNREFUSED 127.0.0.1:3307`; the outbox says what failed (and where, never with a
 // password), what it means for the releases, and what to check. Other errors pass through.
+
+import { mysqlPoolAddress } from '../../../db/mysql-address.js';
 import { OutboxDatabaseError, type OutboxDatabaseErrorCode } from '../../../errors.js';
 import { describeError } from '../../../logger.js';
 import { MEANING, type SqlWork } from '../shared/sql-work.js';
@@ -14,13 +16,6 @@ function codeOf(error: unknown): OutboxDatabaseErrorCode | undefined {
   if (Number(errno) === 1049) return 'OUTBOX_DATABASE_MISSING';
   const message = error instanceof Error ? error.message : '';
   return UNREACHABLE.test(`${String(code ?? '')} ${message}`) ? 'OUTBOX_DATABASE_UNREACHABLE' : undefined;
-}
-
-/** `host:port/database` as mysql2 resolved the pool's settings (it parses the URI itself); never the password. */
-export function mysqlPoolAddress(pool: unknown): string {
-  const settings = (pool as { pool?: { config?: { connectionConfig?: { host?: string; port?: number; database?: string } } } } | null)?.pool?.config
-    ?.connectionConfig;
-  return `${settings?.host ?? 'localhost'}:${settings?.port ?? 3306}/${settings?.database ?? '(no database)'}`;
 }
 
 const FIX: Record<OutboxDatabaseErrorCode, string> = {
