@@ -10,9 +10,9 @@ import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RANK_PANELS_UP_TO } from '../../src/console/releases-page.js';
 import { licenseConsole } from '../../src/console.js';
+import { loadSqliteDriver } from '../../src/db/sqlite-driver.js';
 import { createReleaseOutbox } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics.js';
-import { loadSqliteDriver } from '../../src/outbox/stores/sqlite/sqlite-driver.js';
 import { sqliteOutboxStore } from '../../src/outbox/stores/sqlite/sqlite-store.js';
 import { longestBlock, startEmulator } from '../support/helpers.js';
 

@@ -1,6 +1,9 @@
 // The license stores of cluster mode, each as a test opens one "process" of it (its own pool or
 // client, as a separate instance would have), over one namespace shared by the instances of a test.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -8,6 +11,7 @@ import type { LicenseStore } from '../../src/license-store/license-store.js';
 import { mysqlLicenseStore } from '../../src/mysql.js';
 import { postgresLicenseStore } from '../../src/postgres.js';
 import { redisLicenseStore } from '../../src/redis.js';
+import { sqliteLicenseStore } from '../../src/sqlite.js';
 import { DATABASE_URL, MYSQL_URL, mysqlAnswers, postgresAnswers, REDIS_URL, redisAnswers, serviceAvailable } from './services.js';
 
 /** One backend: opens instances of one namespace, and cleans up after the test file. */
@@ -106,4 +110,27 @@ function mysqlBackend(): StoreBackend {
   };
 }
 
-export const STORE_BACKENDS = { redis: redisBackend, postgres: postgresBackend, mysql: mysqlBackend };
+/** One file per test on this host; instances are separate connections to it (as node:cluster workers would be). */
+function sqliteBackend(): StoreBackend {
+  const folder = mkdtempSync(join(tmpdir(), 'plg-license-'));
+  const stores: { close(): void }[] = [];
+  let files = 0;
+  return {
+    name: 'SQLite',
+    available: async () => true,
+    namespace: () => join(folder, `license-${++files}.db`),
+    // No server to cut: an outage is a file that cannot be written (see the test that skips it).
+    server: () => ({ host: '', port: 0 }),
+    async open(file) {
+      const store = sqliteLicenseStore({ file });
+      stores.push(store);
+      return store;
+    },
+    async cleanup() {
+      for (const store of stores.splice(0)) store.close();
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+export const STORE_BACKENDS = { redis: redisBackend, postgres: postgresBackend, mysql: mysqlBackend, sqlite: sqliteBackend };

@@ -4,9 +4,10 @@
 // better-sqlite3 transaction), so one failing row rejects only its own caller. The batch commits
 // with synchronous=NORMAL and its callers resolve once the WAL is synced off the node thread
 // (sqlite-wal-sync.ts): as durable as FULL, without the event loop waiting for the disk.
+
+import type { SqliteDatabase } from '../../../db/sqlite-driver.js';
 import { describeError } from '../../../logger.js';
 import type { EnqueueLease, EnqueueResult, NewOutboxRow } from '../../store.js';
-import type { SqliteDatabase } from './sqlite-driver.js';
 import { type WalSync, walPathOf, walSync } from './sqlite-wal-sync.js';
 
 export interface GroupCommit {

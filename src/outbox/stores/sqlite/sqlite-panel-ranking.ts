@@ -6,8 +6,8 @@
 // ROWS_PER_SLICE of each, and only the `limit` best panels are kept; the loop gets a turn
 // between ranges.
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { SqliteDatabase } from '../../../db/sqlite-driver.js';
 import type { PanelCounts } from '../../store.js';
-import type { SqliteDatabase } from './sqlite-driver.js';
 
 /** Index entries read per state and slice: a few ms of the loop each. */
 export const ROWS_PER_SLICE = 5_000;

@@ -1,7 +1,7 @@
 // Reading the SQLite outbox: rows as the OutboxStore interface returns them, and a read-only store.
 
+import type { SqliteDatabase, SqliteStatement } from '../../../db/sqlite-driver.js';
 import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from '../../store.js';
-import type { SqliteDatabase, SqliteStatement } from './sqlite-driver.js';
 import { createPanelRanking } from './sqlite-panel-ranking.js';
 import { closeOutboxDatabase } from './sqlite-schema.js';
 

@@ -2,7 +2,7 @@
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { loadSqliteDriver, type SqliteDatabase } from './sqlite-driver.js';
+import { loadSqliteDriver, type SqliteDatabase } from '../../../db/sqlite-driver.js';
 import { MIGRATION_WAIT_MS, migrationNotice } from './sqlite-migration-wait.js';
 
 const SCHEMA_VERSION = 5;

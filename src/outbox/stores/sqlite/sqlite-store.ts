@@ -1,4 +1,6 @@
 // The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions.
+
+import type { SqliteStatement } from '../../../db/sqlite-driver.js';
 import { optionError, optionNames, positiveInteger, rejectUnknownOptions, shown } from '../../../options.js';
 import { ADOPTION_SUPERSEDED, enqueueResult, mayBeRecordedHistory, needsNewestDead, planEnqueue, planSettle } from '../../rules.js';
 import {
@@ -18,7 +20,6 @@ import {
   type SettleRequest,
 } from '../../store.js';
 import { gatherHeads, panelRing, pickFairly } from '../shared/fair-claim.js';
-import type { SqliteStatement } from './sqlite-driver.js';
 import { sqliteGroupCommit } from './sqlite-group-commit.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';

@@ -7,7 +7,7 @@
 // has copied the frames into the database file and synced it (synchronous=NORMAL does that too).
 import { close, fdatasync, open } from 'node:fs';
 import { promisify } from 'node:util';
-import type { SqliteDatabase } from './sqlite-driver.js';
+import type { SqliteDatabase } from '../../../db/sqlite-driver.js';
 
 const openFile = promisify(open);
 const syncData = promisify(fdatasync);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXIT, type Io } from '../../../../src/cli/io.js';
 import { main } from '../../../../src/cli/main.js';
-import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
+import { loadSqliteDriver } from '../../../../src/db/sqlite-driver.js';
 import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 
 /** A file with two rows, closed cleanly (no -wal/-shm left beside it). */

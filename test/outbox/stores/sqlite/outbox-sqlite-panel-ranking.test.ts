@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
+import { loadSqliteDriver } from '../../../../src/db/sqlite-driver.js';
 import { ROWS_PER_SLICE } from '../../../../src/outbox/stores/sqlite/sqlite-panel-ranking.js';
 import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadSqliteDriver } from '../../../../src/outbox/stores/sqlite/sqlite-driver.js';
+import { loadSqliteDriver } from '../../../../src/db/sqlite-driver.js';
 import { sqliteGroupCommit } from '../../../../src/outbox/stores/sqlite/sqlite-group-commit.js';
 import { sqliteOutboxStore } from '../../../../src/outbox/stores/sqlite/sqlite-store.js';
 import { type WalSync, walPathOf, walSync } from '../../../../src/outbox/stores/sqlite/sqlite-wal-sync.js';

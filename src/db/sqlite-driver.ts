@@ -1,7 +1,8 @@
-// Loads better-sqlite3, an optional peer dependency, only when a SQLite outbox is actually opened.
+// Loads better-sqlite3, an optional peer dependency, only when a SQLite file is actually opened
+// (the outbox's, the license store's).
 
 import type BetterSqlite3 from 'better-sqlite3';
-import { describeError } from '../../../logger.js';
+import { describeError } from '../logger.js';
 
 export type SqliteDatabase = BetterSqlite3.Database;
 export type SqliteStatement = BetterSqlite3.Statement<unknown[]>;
@@ -13,7 +14,7 @@ export type SqliteDriver = new (file: string, options?: BetterSqlite3.Options) =
 const requireFromHere = (id: string): unknown => require(id);
 
 const INSTALL_HINT =
-  'panel-license-guard: the durable release outbox stores its queue with better-sqlite3, an optional peer dependency that is not installed. ' +
+  'panel-license-guard: the durable release outbox (and the SQLite license store) keep their data with better-sqlite3, an optional peer dependency that is not installed. ' +
   'Run `npm install better-sqlite3@12`, or pass `file: ":memory:"` (not durable) or your own `store`.';
 
 function isMissingDriver(error: unknown): boolean {
