@@ -1,11 +1,13 @@
 // Cluster mode on the license stores that need no Redis, with the guarantees and tests of Redis:
 // one check per schedule slot among four instances, a lock reaching every instance within a
 // second, and a store outage that never locks anything.
+import express from 'express';
+import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../../../src/emulator/emulator.js';
 import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../../../src/index.js';
 import { cuttableProxy } from '../../support/cuttable-proxy.js';
-import { API_KEY, clientFor, sleep, startEmulator, waitFor } from '../../support/helpers.js';
+import { API_KEY, clientFor, DEMO_PANEL, sleep, startEmulator, waitFor } from '../../support/helpers.js';
 import { STORE_BACKENDS, type StoreBackend } from '../../support/license-stores.js';
 
 const EVERY_SECOND = '* * * * * *';
@@ -19,10 +21,11 @@ const backends = await Promise.all(
 );
 
 let emulator: MotherEmulator;
+const TENANTS = [1, 2, 3].map((n) => ({ ...DEMO_PANEL, apiKey: `pk_tenant_${n}`, apiSecret: `sk_tenant_${n}_0123456789`, panel: { name: `Tenant ${n}` } }));
 const guards: LicenseGuard[] = [];
 const errors: unknown[] = [];
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startEmulator([DEMO_PANEL, ...TENANTS]);
 });
 afterAll(async () => {
   for (const { backend, available } of backends) if (available) await backend.cleanup();
@@ -113,5 +116,41 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
       }
     },
     60_000,
+  );
+
+  it.skipIf(!available)(
+    'serves every panel of a `panels` deployment restarted during a mother outage from the verdicts it kept',
+    async () => {
+      const namespace = backend.namespace();
+      const resolve = async (host: string) => {
+        const tenant = TENANTS[Number(/^t(\d)\./.exec(host)?.[1]) - 1];
+        return tenant ? { apiKey: tenant.apiKey, apiSecret: tenant.apiSecret } : null;
+      };
+      const deployment = async () => {
+        const guard = licenseGuard({ baseUrl: emulator.url, store: await backend.open(namespace), panels: { resolve } });
+        guards.push(guard);
+        return {
+          guard,
+          app: express()
+            .use(guard)
+            .get('/', (_req, res) => res.send(res.locals.branding.name)),
+        };
+      };
+      const before = await deployment();
+      for (const n of [1, 2, 3]) await request(before.app).get('/').set('Host', `t${n}.example`).expect(200, `Tenant ${n}`);
+      await before.guard.close();
+      emulator.setFaults({ down: true });
+      const restartedAt = licenseCalls();
+      const after = await deployment();
+      const answers = await Promise.all([1, 2, 3].map((n) => request(after.app).get('/').set('Host', `t${n}.example`)));
+      expect(answers.map((answer) => [answer.status, answer.text])).toEqual([1, 2, 3].map((n) => [200, `Tenant ${n}`]));
+      expect(licenseCalls()).toBe(restartedAt);
+      // The kept verdicts are fresh: served as they are, with no call to the mother for them.
+      const calls = licenseCalls();
+      await sleep(500);
+      expect(licenseCalls()).toBe(calls);
+      expect(after.guard.status('t2.example')).toMatchObject({ state: 'active', lastCheckBy: 'peer' });
+    },
+    30_000,
   );
 });
