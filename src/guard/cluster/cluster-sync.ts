@@ -8,23 +8,20 @@ import { callStore, LEASE_MAX_BYTES, LeaseSeal } from '../../license-store/store
 import { describeError } from '../../logger.js';
 import { type CheckOrder, later } from '../check-order.js';
 import { applySharedVerdict } from './apply-shared.js';
+import { firstVerdict } from './cluster-startup.js';
 import type { ClusterSyncOptions } from './cluster-sync-options.js';
 import { DisputeChecks } from './dispute-checks.js';
 import { RefusalReports } from './refusal-reports.js';
 import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
+import { genuineOrUndefined, UnsharedVerdict } from './unshared-verdict.js';
 
 export type { ClusterSyncOptions } from './cluster-sync-options.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * A record older than this is never current, whatever its schedule says: a starting instance
  * then restores it as grace (or locked) and checks, so a replayed old record is worth little.
  */
 const MAX_CURRENT_AGE_MS = 15 * 60_000;
-
-/** What the store calls before a first check may take between them, at most (ms). */
-const STARTUP_STORE_BUDGET_MS = 250;
-const OVER_BUDGET = Symbol('over budget');
 
 /**
  * The request path never touches the store: records arrive by subscription or periodic read
@@ -50,6 +47,7 @@ export class ClusterSync {
   private joined = false;
   private currentAppliedMono = Number.NEGATIVE_INFINITY;
   private readonly refusals: RefusalReports;
+  private readonly unshared: UnsharedVerdict;
   private closed = false;
 
   /** node-cron's coordinator: one instance per schedule slot; when the store fails, everyone runs. */
@@ -59,6 +57,14 @@ export class ClusterSync {
     this.key = `${options.panelId}:verdict`;
     this.leases = new LeaseSeal(options.panelId, this.instance, options.mac);
     this.refusals = new RefusalReports((error) => options.monitor.report(error));
+    this.unshared = new UnsharedVerdict({
+      read: () => callStore(() => options.store.get(this.key, MAX_RECORD_BYTES)),
+      publish: (text) => this.write(text),
+      decode: (text) => genuineOrUndefined(text, options.panelId, options.mac),
+      answered: () => {
+        this.health = 'ok';
+      },
+    });
   }
 
   /**
@@ -71,7 +77,15 @@ export class ClusterSync {
     this.join();
     const begun = performance.now();
     try {
-      return await this.firstVerdict(begun, startupTimeoutMs);
+      return await firstVerdict(
+        {
+          read: () => this.read(),
+          acquire: (name, ttlMs) => this.acquire(name, ttlMs),
+          currentSince: (at) => this.currentAppliedMono >= at,
+          closed: () => this.closed,
+        },
+        { begun, startupTimeoutMs, now: this.options.now, checkTimeoutMs: this.options.checkTimeoutMs },
+      );
     } finally {
       this.started = true;
     }
@@ -120,29 +134,6 @@ export class ClusterSync {
     void this.read().finally(() => {
       this.started = true;
     });
-  }
-
-  private async firstVerdict(begun: number, startupTimeoutMs: number): Promise<'current' | 'check'> {
-    // The read and the start-up lease share one small budget: a store that is slow (or paused,
-    // still looking connected) must not hold the first check back; it starts at once, and what
-    // the store answers later is applied as usual.
-    const budget = sleep(STARTUP_STORE_BUDGET_MS).then(() => OVER_BUDGET);
-    if ((await Promise.race([this.read(), budget])) === OVER_BUDGET) return 'check';
-    if (this.currentAppliedMono >= begun) return 'current';
-    // The lease names the minute, so a copy of a genuine value cannot hold start-ups back later.
-    const lease = this.acquire(`startup:${Math.floor(this.options.now() / 60_000)}`, this.options.checkTimeoutMs + 2000);
-    const won = await Promise.race([lease, budget]);
-    if (won === OVER_BUDGET || won) return 'check';
-    // A peer is running the start-up check: wait for its record, but only for half the time
-    // requests wait for a first verdict, so our own check still fits in the rest.
-    const until = performance.now() + startupTimeoutMs / 2;
-    while (!this.closed && performance.now() < until) {
-      await sleep(Math.min(100, Math.max(1, until - performance.now())));
-      if (this.currentAppliedMono >= begun) return 'current';
-      await this.read();
-      if (this.currentAppliedMono >= begun) return 'current';
-    }
-    return 'check';
   }
 
   /** The order of a check starting now: our wall clock, but after every stamp seen in the cluster. */
@@ -196,19 +187,31 @@ export class ClusterSync {
     this.fallbackTimer.unref();
   }
 
-  /** Publishes the result of a check this instance ran, one write after another. */
+  /**
+   * Publishes the result of a check this instance ran, one write after another. One the store
+   * does not take is kept and offered again until it does (unshared-verdict.ts).
+   */
   share(record: SharedVerdict): void {
     if (this.closed) return;
-    const { store, panelId, mac, recordTtlMs } = this.options;
-    const text = encodeSharedVerdict(record, panelId, mac);
-    this.writes = this.writes
-      .then(() => callStore(() => store.publish(this.key, text, recordTtlMs)))
-      .then(
-        () => {
-          this.health = 'ok';
-        },
-        (error: unknown) => this.unavailable(error),
-      );
+    const text = encodeSharedVerdict(record, this.options.panelId, this.options.mac);
+    this.unshared.superseded(record);
+    this.write(text).then(
+      () => {
+        this.health = 'ok';
+      },
+      (error: unknown) => {
+        this.unavailable(error);
+        this.unshared.keep(record, text);
+      },
+    );
+  }
+
+  /** Publishes `text` after every write already under way. */
+  private write(text: string): Promise<void> {
+    const { store, recordTtlMs } = this.options;
+    const written = this.writes.then(() => callStore(() => store.publish(this.key, text, recordTtlMs)));
+    this.writes = written.catch(() => {});
+    return written;
   }
 
   private async read(): Promise<void> {
@@ -284,6 +287,7 @@ export class ClusterSync {
     if (this.readTimer) clearInterval(this.readTimer);
     if (this.fallbackTimer) clearTimeout(this.fallbackTimer);
     this.disputes?.close();
+    this.unshared.close();
     await this.closeSubscription();
     await this.writes;
   }

@@ -15,7 +15,7 @@ export interface PgListenerOptions {
 }
 
 const FIRST_RETRY_MS = 250;
-const LONGEST_RETRY_MS = 5000;
+const LONGEST_RETRY_MS = 2000;
 
 export function pgListener({ pool, channel, read, readAll }: PgListenerOptions) {
   const listeners = new Map<string, Set<(value: string) => void>>();

@@ -153,4 +153,33 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
     },
     30_000,
   );
+
+  it.skipIf(!available || backend.name === 'SQLite')(
+    'makes a lock one instance saw while the store was unreachable the shared verdict as soon as the store answers again',
+    async () => {
+      const { host, port } = backend.server();
+      const proxy = await cuttableProxy(host, port);
+      try {
+        const namespace = backend.namespace();
+        // No scheduled checks and a slow periodic read: only the kept verdict can bring the lock.
+        const three = await Promise.all([1, 2, 3].map(() => instance(backend, namespace, { schedule: '0 0 1 1 *', syncIntervalMs: 60_000 }, proxy.address)));
+        await Promise.all(three.map((guard) => guard.start()));
+        proxy.cut();
+        emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+        expect(await three[0]?.refresh()).toBe('locked');
+        await sleep(300);
+        expect(three.map((guard) => guard.state)).toEqual(['locked', 'active', 'active']);
+        proxy.heal();
+        const healed = Date.now();
+        await waitFor(() => three.every((guard) => guard.state === 'locked'), 'every instance locked by the kept verdict', 8000);
+        // The kept verdict is offered once a second; the others' listening connections come back within their backoff.
+        expect(Date.now() - healed).toBeLessThan(5000);
+        expect(three[2]?.status()).toMatchObject({ state: 'locked', reason: 'Suspended', lastCheckBy: 'peer' });
+      } finally {
+        await Promise.all(guards.splice(0).map((guard) => guard.close()));
+        await proxy.close();
+      }
+    },
+    30_000,
+  );
 });
