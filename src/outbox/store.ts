@@ -34,10 +34,12 @@ export interface NewOutboxRow {
 /**
  * Runs one SQL statement with its parameters inside your transaction and resolves to what your
  * library answers: the rows (an array of objects, or `{ rows }`, or `[rows, …]`). Placeholders
- * are `$1, $2…` on PostgreSQL and `?` on MySQL/MariaDB; parameters are strings, numbers or null.
+ * are `$1, $2…` on PostgreSQL and `?` on MySQL/MariaDB; parameters are numbers, null and text —
+ * strings on PostgreSQL, Buffers (UTF-8 bytes) on MySQL/MariaDB, so a library that writes values
+ * into the SQL writes hex literals, safe under any sql_mode.
  * E.g. Prisma: `(sql, params) => tx.$queryRawUnsafe(sql, ...params)`.
  */
-export type TransactionQuery = (sql: string, params: (string | number | null)[]) => Promise<unknown>;
+export type TransactionQuery = (sql: string, params: (string | number | null | Buffer)[]) => Promise<unknown>;
 
 /** Per-call options of `enqueue`. */
 export interface EnqueueOptions {

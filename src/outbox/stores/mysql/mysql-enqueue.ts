@@ -31,12 +31,20 @@ export interface MysqlEnqueuer {
   idle(): Promise<void>;
 }
 
+/**
+ * Through a library's `query`, what a write did is read back with a statement of its own, never
+ * from the answer (statement-transaction.ts: the caller's statements may come between).
+ */
+const readBack = (connection: MysqlQueryable): boolean => isStatementsOnly(connection);
+
 export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<MysqlEnqueueContext, 'pool'>): MysqlEnqueuer {
   let tableKnown = false;
   const onConnection = connectionTurns<object>();
   const chains = callerChains<object>();
   const guarded = mysqlGuardedWrites(sql, names.tracks);
   const inTransactionFlag = inTransactionFlagOf();
+  /** Transaction objects (through `query`) already proved to be open transactions. */
+  const proven = new WeakSet<object>();
 
   /** The rules, applied to what is committed now, under the track's lock (held to the transaction's end). */
   async function enqueueWith(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<EnqueueResult> {
@@ -64,7 +72,10 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       const values = [row.body, row.contentHash, now, plan.id, ...(marker ?? [])];
       const replaced = headerOf(await run(connection, writes?.replacePayload ?? sql.replacePayload, values));
       // Under the track's lock the pending row is there: only the guard can leave it as it was.
-      if (writes && Number(replaced.affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
+      const changed = readBack(connection)
+        ? rowsOf(await run(connection, sql.replacedRow, [plan.id, row.contentHash, now])).length
+        : Number(replaced.affectedRows);
+      if (writes && changed === 0) throw new Error(OUTSIDE_TRANSACTION);
     }
     return enqueueResult(plan, plan.action === 'insert' ? await insertPending(connection, row, now, marker) : undefined);
   }
@@ -72,7 +83,10 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
   /** `marker`: in a caller's transaction, the enqueue's marker row (mysql-caller-guards.ts), which the insert requires. */
   async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<number> {
     const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now, ...(marker ?? [])];
-    const id = Number(headerOf(await run(connection, marker ? guarded.insertPending : sql.insertPending, values)).insertId);
+    const inserted = headerOf(await run(connection, marker ? guarded.insertPending : sql.insertPending, values));
+    const id = readBack(connection)
+      ? Number(rowsOf(await run(connection, sql.insertedRow, [row.panel, orNull(row.remoteTrackId), row.contentHash, now]))[0]?.id ?? 0)
+      : Number(inserted.insertId);
     if (marker && id === 0) throw new Error(OUTSIDE_TRANSACTION);
     return id;
   }
@@ -103,6 +117,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     now: number,
     watch: TransactionWatch,
     chain: CallerChain,
+    turns: object,
   ): Promise<EnqueueResult> {
     // An earlier enqueue of this chain found the caller's transaction ended: this one's turn came
     // after it, on a connection that may be the next request's now.
@@ -114,14 +129,17 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
     const marker = chain.marker ?? ([MARKER_PANEL, randomBytes(16).toString('hex')] as const);
     try {
       await assertTableThrough(connection);
-      if (chain.marker === undefined) await markInTransaction(connection, marker, chain);
+      if (chain.marker === undefined) await markInTransaction(connection, marker, chain, turns);
       written = await enqueueWith(connection, row, now, marker);
       // The last statement says whether the transaction is still the caller's: the chain's last
       // enqueue takes the marker away (none deleted: it was gone), and with a library that tells
       // nothing of the transaction's end, every other one looks for it.
       if (chain.waiting === 1) {
         chain.marker = undefined;
-        if (Number(headerOf(await run(connection, guarded.unmark, marker)).affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
+        if (readBack(connection)) {
+          if (rowsOf(await run(connection, guarded.marked, marker)).length === 0) throw new Error(OUTSIDE_TRANSACTION);
+          await run(connection, guarded.unmark, marker);
+        } else if (Number(headerOf(await run(connection, guarded.unmark, marker)).affectedRows) === 0) throw new Error(OUTSIDE_TRANSACTION);
       } else if (watch === UNTOLD && rowsOf(await run(connection, guarded.marked, marker)).length === 0) throw new Error(OUTSIDE_TRANSACTION);
     } catch (error) {
       if (endedUnder(error, watch)) {
@@ -144,8 +162,8 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
    * A marker written outside the caller's transaction is taken away again, and the connection
    * refused.
    */
-  async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
-    if (isStatementsOnly(connection)) return markThroughQuery(connection, marker, chain);
+  async function markInTransaction(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain, turns: object): Promise<void> {
+    if (isStatementsOnly(connection)) return markThroughQuery(connection, marker, chain, turns);
     const asked = connection.query(TRANSACTION_STATUS);
     const marked = run(connection, guarded.mark, marker);
     asked.catch(() => {});
@@ -175,11 +193,14 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
    * the store's own connection — a marker another session can read was committed on its own, by a
    * `query` that runs outside any transaction.
    */
-  async function markThroughQuery(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain): Promise<void> {
+  async function markThroughQuery(connection: MysqlQueryable, marker: readonly [string, string], chain: CallerChain, turns: object): Promise<void> {
     let open = (await inTransactionFlag(connection)) !== false;
     if (open) {
       await run(connection, guarded.mark, marker);
-      open = (await inTransaction(async (own) => rowsOf(await run(own, guarded.marked, marker)))).length === 0;
+      // Once per transaction object: a later proof would need a connection of the store's pool,
+      // which enqueues waiting for this transaction's track locks may all hold meanwhile.
+      if (!proven.has(turns)) open = (await inTransaction(async (own) => rowsOf(await run(own, guarded.marked, marker)))).length === 0;
+      if (open) proven.add(turns);
     }
     if (open) {
       chain.marker = marker;
@@ -214,7 +235,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       // ended must not prove the next request's transaction instead (caller-chains.ts).
       const chain = chains.join(turns);
       return onConnection(turns, () =>
-        enqueueInCallerTransaction(connection, row, now, watch, chain).finally(() => leaveChain(connection, turns, chain, watch)),
+        enqueueInCallerTransaction(connection, row, now, watch, chain, turns).finally(() => leaveChain(connection, turns, chain, watch)),
       );
     },
     tableExists() {

@@ -64,6 +64,11 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     replacePayload: `UPDATE ${t} SET body = ?, content_hash = ?, updated_at = ? WHERE id = ? AND state = 'pending'`,
     insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?)`,
+    // Through a library's `query`, a write's answer is not read: the caller's own statements may
+    // run between it and a ROW_COUNT() (statement-transaction.ts). These read back what it did.
+    // Values: id, content_hash, updated_at / panel, remote_track_id, content_hash, created_at.
+    replacedRow: `SELECT id FROM ${t} WHERE id = ? AND state = 'pending' AND content_hash = ? AND updated_at = ?`,
+    insertedRow: `SELECT MAX(id) AS id FROM ${t} WHERE panel = ? AND remote_track_id <=> ? AND content_hash = ? AND state = 'pending' AND created_at = ?`,
     // One panel's due rows, oldest due first, skipping rows another host is claiming; a track's
     // newer pending row waits for its older one. Values: panel, now, now, the excluded ids, limit.
     claim: withLists(

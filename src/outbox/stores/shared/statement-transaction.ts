@@ -40,29 +40,23 @@ export function pgStatements(query: TransactionQuery): PgQueryable & StatementsO
     async query(statement: string | PgQueryConfig, values?: unknown[]) {
       const text = typeof statement === 'string' ? statement : statement.text;
       const params = (typeof statement === 'string' ? values : (statement.values ?? values)) ?? [];
-      const rows = rowsIn(await query(text, params as (string | number | null)[]));
+      const rows = rowsIn(await query(text, params as (string | number | null | Buffer)[]));
       return { rows, rowCount: rows.length };
     },
   };
 }
 
-const WRITE = /^\s*(INSERT|UPDATE|DELETE|REPLACE)\b/i;
-/** What a write changed, read back on the same session right after it (ROW_COUNT() is of the last statement). */
-const WRITE_COUNTS = 'SELECT ROW_COUNT() AS affected_rows, LAST_INSERT_ID() AS insert_id';
-
 /**
- * MySQL/MariaDB: statements through `query`, the values apart from the text (the library binds or
- * escapes them); a write answers the header the store reads (affected rows, insert id), read back
- * with ROW_COUNT() and LAST_INSERT_ID(), and no server status (the enqueue then asks instead).
+ * MySQL/MariaDB: statements through `query`. Text values go as bytes (a Buffer): a library that
+ * writes values into the SQL (TypeORM, Sequelize's replacements) then writes a hex literal, which
+ * no sql_mode reads as anything but bytes — as an escaped string, NO_BACKSLASH_ESCAPES would let a
+ * quote end it. A write's answer is not read (the caller's own statements may run between it and
+ * a ROW_COUNT()): the enqueue reads back what it did (mysql-enqueue.ts). No server status either.
  */
 export function mysqlStatements(query: TransactionQuery): MysqlQueryable & StatementsOnly {
   const runOne = async (sql: string, values: unknown[]): Promise<MysqlResult> => {
-    const answer = await query(sql, values as (string | number | null)[]);
-    if (!WRITE.test(sql)) return [rowsIn(answer), undefined];
-    const [counts] = rowsIn(await query(WRITE_COUNTS, []));
-    const affectedRows = Number(counts?.affected_rows ?? 0);
-    // LAST_INSERT_ID() keeps the session's previous id when nothing was inserted.
-    return [{ affectedRows, insertId: affectedRows > 0 ? Number(counts?.insert_id ?? 0) : 0 }, undefined];
+    const bytes = values.map((value) => (typeof value === 'string' ? Buffer.from(value, 'utf8') : value));
+    return [rowsIn(await query(sql, bytes as (string | number | null | Buffer)[])), undefined];
   };
   return {
     [STATEMENTS_ONLY]: true,

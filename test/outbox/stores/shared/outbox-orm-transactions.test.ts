@@ -132,6 +132,39 @@ describe.each(COMBINATIONS)('$name', ({ orm, database, name }) => {
     expect((await outbox.list({ state: 'pending' })).map((entry) => entry.release.title)).toEqual([title('v3')]);
   });
 
+  it.skipIf(!available[database])('answers the id of the row it stored while the caller runs its own statements on the transaction meanwhile', async () => {
+    const { kit, outbox, own } = await setUp(orm, database);
+    // The panel's own table counts from 1000: an id read back from the wrong statement shows.
+    await onDatabase(database, database === 'postgres' ? `ALTER SEQUENCE ${own}_id_seq RESTART WITH 1000` : `ALTER TABLE ${own} AUTO_INCREMENT = 1000`);
+    const results = await kit.transaction(async (join, tx) => {
+      const own30 = (async () => {
+        for (let n = 0; n < 30; n++) await kit.insertOwn(tx, own, `own ${n}`);
+      })();
+      const enqueued = await Promise.all([1, 2, 3, 4].map((n) => outbox.enqueue(release(title(`Interleaved ${n}`), n % 2 ? `il-${n}` : undefined), join)));
+      await own30;
+      return enqueued;
+    });
+    const stored = await outbox.list({ limit: 100 });
+    expect(results.map((result) => result.id).sort()).toEqual(stored.map((entry) => entry.id).sort());
+    expect(stored).toHaveLength(4);
+  });
+
+  // MikroORM joins through its Knex transaction: the store's own prepared statements (tested with Knex).
+  it.skipIf(!available[database] || database !== 'mysql' || orm === 'MikroORM')(
+    'stores text byte for byte under NO_BACKSLASH_ESCAPES (never read as SQL)',
+    async () => {
+      const { kit, outbox } = await setUp(orm, database);
+      const attack = title(`', CONCAT(0x494e4a, CURRENT_USER()), 0x70, 0, 0, 0, 0 FROM DUAL# \\' Rock'n'Roll é😀`);
+      await kit.transaction(async (join) => {
+        await join.query?.("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')", []);
+        await outbox.enqueue(release(attack, "t'1"), join);
+      });
+      const [entry] = await outbox.list();
+      expect(entry?.release.title).toBe(attack);
+      expect(entry?.release.remote_track_id).toBe("t'1");
+    },
+  );
+
   it.skipIf(!available[database])('refuses statements that run outside any transaction, storing nothing', async () => {
     const { kit, outbox } = await setUp(orm, database);
     await expect(outbox.enqueue(release(title('Outside'), 'outside'), await kit.outside())).rejects.toThrow(
