@@ -5,7 +5,7 @@ import express from 'express';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MotherEmulator } from '../../../src/emulator/emulator.js';
-import { type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../../../src/index.js';
+import { createMotherClient, type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../../../src/index.js';
 import { cuttableProxy } from '../../support/cuttable-proxy.js';
 import { API_KEY, clientFor, DEMO_PANEL, sleep, startEmulator, waitFor } from '../../support/helpers.js';
 import { STORE_BACKENDS, type StoreBackend } from '../../support/license-stores.js';
@@ -179,6 +179,36 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
         await Promise.all(guards.splice(0).map((guard) => guard.close()));
         await proxy.close();
       }
+    },
+    30_000,
+  );
+
+  it.skipIf(!available)(
+    'refuses and reports a forged verdict, one copied from another panel and an oversized one, and keeps checking',
+    async () => {
+      const namespace = backend.namespace();
+      const guard = await instance(backend, namespace, { schedule: '0 0 1 1 *', syncIntervalMs: 100 });
+      const tenant = TENANTS[0] as (typeof TENANTS)[number];
+      const other = licenseGuard({ baseUrl: emulator.url, apiKey: tenant.apiKey, apiSecret: tenant.apiSecret, store: await backend.open(namespace) });
+      guards.push(other);
+      await Promise.all([guard.start(), other.start()]);
+      const attacker = await backend.open(namespace);
+      const own = `${clientFor(emulator).panelId}:verdict`;
+      const theirs = await attacker.get(
+        `${createMotherClient({ baseUrl: emulator.url, apiKey: tenant.apiKey, apiSecret: tenant.apiSecret }).panelId}:verdict`,
+        1_000_000,
+      );
+      expect(theirs).not.toBeNull();
+      await attacker.publish(own, 'forged', 60_000);
+      await sleep(400);
+      await attacker.publish(own, theirs as string, 60_000);
+      await sleep(400);
+      await attacker.publish(own, 'x'.repeat(2_000_000), 60_000);
+      await sleep(400);
+      expect(guard.state).toBe('active');
+      expect(errors.filter((error) => (error as { code?: string }).code === 'SHARED_VERDICT_REJECTED').length).toBeGreaterThanOrEqual(1);
+      emulator.setPanel(API_KEY, { active: false, reason: 'Revoked' });
+      expect(await guard.refresh()).toBe('locked');
     },
     30_000,
   );
