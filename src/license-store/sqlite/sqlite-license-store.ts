@@ -15,7 +15,10 @@ export interface SqliteLicenseStoreOptions {
   file: string;
   /** How often the process asks what changed. @default 100 */
   pollIntervalMs?: number;
-  /** How long a call waits for another process's write before it fails (the guard then checks on its own). @default 1000 */
+  /**
+   * How long a call waits for another process's write before it fails (the guard then checks on
+   * its own). It waits by retrying every few milliseconds, never blocking the event loop. @default 1000
+   */
   busyTimeoutMs?: number;
 }
 
@@ -24,10 +27,26 @@ const MIGRATIONS = [
    CREATE INDEX IF NOT EXISTS license_store_seq ON license_store (seq);`,
 ];
 
-function open(file: string, busyTimeoutMs: number): SqliteDatabase {
+const isBusy = (error: unknown) => /^SQLITE_(BUSY|LOCKED)/.test(String((error as { code?: unknown } | null)?.code));
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function open(file: string): SqliteDatabase {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const Database = loadSqliteDriver();
-  const db = new Database(file, { timeout: busyTimeoutMs });
+  // No busy timeout in SQLite itself: better-sqlite3 would wait synchronously, holding the event
+  // loop (every request) while another process writes. A busy call is retried instead (failing).
+  const db = new Database(file, { timeout: 0 });
+  try {
+    prepare(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+/** WAL (readers never wait for the writer), and the table migrated. */
+function prepare(db: SqliteDatabase): void {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.transaction(() => {
@@ -38,7 +57,6 @@ function open(file: string, busyTimeoutMs: number): SqliteDatabase {
       db.prepare('INSERT INTO license_store_migrations (version, applied_at) VALUES (?, ?)').run(version, Date.now());
     }
   }).immediate();
-  return db;
 }
 
 /** A LicenseStore in a SQLite file (better-sqlite3, an optional peer dependency), on this host's clock. */
@@ -58,20 +76,20 @@ export function sqliteLicenseStore(options: SqliteLicenseStoreOptions): LicenseS
   problems.throwIfAny('sqliteLicenseStore');
 
   let db: SqliteDatabase | undefined;
-  const database = (): SqliteDatabase => {
-    try {
-      db ??= open(options.file, busyTimeoutMs);
-      return db;
-    } catch (error) {
-      throw new Error(`panel-license-guard: the SQLite license store (${options.file}) could not be opened: ${describeError(error)}`, { cause: error });
-    }
-  };
-  const failing = <T>(work: (db: SqliteDatabase) => T): T => {
-    const opened = database();
-    try {
-      return work(opened);
-    } catch (error) {
-      throw new Error(`panel-license-guard: the SQLite license store (${options.file}) failed: ${describeError(error)}`, { cause: error });
+  /** Runs `work` on the database, retrying while another process writes, up to `busyTimeoutMs`. */
+  const failing = async <T>(work: (db: SqliteDatabase) => T): Promise<T> => {
+    const deadline = Date.now() + busyTimeoutMs;
+    for (let wait = 2; ; wait = Math.min(wait * 2, 50)) {
+      try {
+        db ??= open(options.file);
+        return work(db);
+      } catch (error) {
+        if (isBusy(error) && Date.now() + wait <= deadline) {
+          await pause(wait);
+          continue;
+        }
+        throw new Error(`panel-license-guard: the SQLite license store (${options.file}) failed: ${describeError(error)}`, { cause: error });
+      }
     }
   };
   const NEXT_SEQ = '(SELECT coalesce(max(seq), 0) + 1 FROM license_store)';
@@ -92,13 +110,13 @@ export function sqliteLicenseStore(options: SqliteLicenseStoreOptions): LicenseS
   return {
     kind: 'sqlite',
     async get(key, maxBytes) {
-      const row = failing((db) =>
+      const row = (await failing((db) =>
         db.prepare('SELECT substr(v, 1, ?) AS v FROM license_store WHERE k = ? AND expires_at > ?').get(maxBytes + 1, key, Date.now()),
-      ) as { v: string } | undefined;
+      )) as { v: string } | undefined;
       return row?.v ?? null;
     },
     async publish(key, value, ttlMs) {
-      failing((db) =>
+      await failing((db) =>
         db
           .prepare(
             `INSERT INTO license_store (k, v, expires_at, seq) VALUES (?, ?, ?, ${NEXT_SEQ})

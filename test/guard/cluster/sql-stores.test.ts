@@ -4,10 +4,11 @@
 import express from 'express';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadSqliteDriver } from '../../../src/db/sqlite-driver.js';
 import type { MotherEmulator } from '../../../src/emulator/emulator.js';
 import { createMotherClient, type LicenseGuard, type LicenseGuardOptions, licenseGuard } from '../../../src/index.js';
 import { cuttableProxy } from '../../support/cuttable-proxy.js';
-import { API_KEY, clientFor, DEMO_PANEL, sleep, startEmulator, waitFor } from '../../support/helpers.js';
+import { API_KEY, clientFor, DEMO_PANEL, longestBlock, sleep, startEmulator, waitFor } from '../../support/helpers.js';
 import { STORE_BACKENDS, type StoreBackend } from '../../support/license-stores.js';
 
 const EVERY_SECOND = '* * * * * *';
@@ -212,4 +213,37 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
     },
     30_000,
   );
+});
+
+describe('licenseGuard({ store: sqliteLicenseStore() }) while another process holds the write lock of its file', () => {
+  it('never locks and never holds the event loop; each instance checks on its own; then shares again', async () => {
+    const backend = STORE_BACKENDS.sqlite();
+    try {
+      const file = backend.namespace();
+      const three = await Promise.all([1, 2, 3].map(() => instance(backend, file, { syncIntervalMs: 200 })));
+      await Promise.all(three.map((guard) => guard.start()));
+      // A writer that holds the lock (a hung process): no write of the store's can go in.
+      const Database = loadSqliteDriver();
+      const hung = new Database(file, { timeout: 0 });
+      hung.exec('BEGIN IMMEDIATE');
+      try {
+        const { ms } = await longestBlock(async () => {
+          await waitFor(() => three.every((guard) => guard.status().store === 'unavailable'), 'the store seen as unavailable', 8000);
+          expect(three.map((guard) => guard.state)).toEqual(['active', 'active', 'active']);
+          emulator.setPanel(API_KEY, { active: false, reason: 'Suspended' });
+          await waitFor(() => three.every((guard) => guard.state === 'locked'), 'each instance locked by its own check', 5000);
+        });
+        // Busy calls are retried a few milliseconds apart, not waited for inside SQLite.
+        expect(ms).toBeLessThan(200);
+      } finally {
+        hung.exec('ROLLBACK');
+        hung.close();
+      }
+      emulator.setPanel(API_KEY, { active: true, reason: null });
+      await waitFor(() => three.every((guard) => guard.state === 'active' && guard.status().store === 'ok'), 'unlocked, the store back', 8000);
+    } finally {
+      await Promise.all(guards.splice(0).map((guard) => guard.close()));
+      await backend.cleanup();
+    }
+  }, 40_000);
 });
