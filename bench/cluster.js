@@ -12,8 +12,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * Each handle records the license calls its process made (`checks`, local ms) and can be asked
  * to refresh or for its status.
  */
-export async function startInstances({ count, baseUrl, apiKey, apiSecret, redisUrl, schedule, prefix = `cluster-${randomBytes(4).toString('hex')}:` }) {
-  const config = { baseUrl, apiKey, apiSecret, redisUrl, schedule, prefix };
+export async function startInstances({ count, baseUrl, apiKey, apiSecret, redisUrl, store, schedule, prefix = `cluster-${randomBytes(4).toString('hex')}:` }) {
+  const config = { baseUrl, apiKey, apiSecret, redisUrl, store, schedule, prefix };
   const instances = [];
   for (let i = 0; i < count; i++) instances.push(startInstance(config, i));
   return Promise.all(instances);

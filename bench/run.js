@@ -2,6 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import { LOAD_CPU, pinToCpu, SERVER_CPU, startChild } from './child.js';
 import { measureCluster } from './cluster.js';
+import { measureClusterStores } from './cluster-stores.js';
 import { measureConsole } from './console.js';
 import { measureDeliveryComparison } from './delivery.js';
 import { measureHandlerCost } from './handler-cost.js';
@@ -115,6 +116,7 @@ async function main() {
       ['5. memory', () => measureMemory({ baseUrl, ...SETTINGS.memory, log })],
       ...(redisUrl ? [['6. cluster mode', () => measureCluster({ redisUrl, ...SETTINGS.cluster, log })]] : []),
       ...(redisUrl ? [['6b. cluster mode on ioredis', () => measureRedisClients({ baseUrl, redisUrl, ...SETTINGS.redisClients, log })]] : []),
+      ['6c. cluster mode on the SQL stores', () => measureClusterStores({ databaseUrl, mysqlUrl, ...SETTINGS.cluster, log })],
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
