@@ -150,9 +150,8 @@ describe.each(COMBINATIONS)('$name', ({ orm, database, name }) => {
   });
 
   // MikroORM joins through its Knex transaction: the store's own prepared statements (tested with Knex).
-  it.skipIf(!available[database] || database !== 'mysql' || orm === 'MikroORM')(
-    'stores text byte for byte under NO_BACKSLASH_ESCAPES (never read as SQL)',
-    async () => {
+  if (database === 'mysql' && orm !== 'MikroORM')
+    it.skipIf(!available[database])('stores text byte for byte under NO_BACKSLASH_ESCAPES (never read as SQL)', async () => {
       const { kit, outbox } = await setUp(orm, database);
       const attack = title(`', CONCAT(0x494e4a, CURRENT_USER()), 0x70, 0, 0, 0, 0 FROM DUAL# \\' Rock'n'Roll é😀`);
       await kit.transaction(async (join) => {
@@ -162,8 +161,7 @@ describe.each(COMBINATIONS)('$name', ({ orm, database, name }) => {
       const [entry] = await outbox.list();
       expect(entry?.release.title).toBe(attack);
       expect(entry?.release.remote_track_id).toBe("t'1");
-    },
-  );
+    });
 
   it.skipIf(!available[database])('refuses statements that run outside any transaction, storing nothing', async () => {
     const { kit, outbox } = await setUp(orm, database);
