@@ -53,6 +53,12 @@ export interface HostResolverOptions {
   /** A failure for a host: the error (with the host) and what went wrong without it. */
   onFailure: (kind: ResolverFailure, error: Error, detail: string) => void;
   /**
+   * Hosts served before a restart (known-hosts.ts): their first calls are not refused by `gate`
+   * but wait for one of `listedConcurrency` places. @default none
+   */
+  listed?: { has(host: string): boolean; add(host: string): void; remove(host: string): void };
+  listedConcurrency?: number;
+  /**
    * A host's answer moved it to another panel runtime (a rotated secret): the old one must stop
    * checking at once, or it would keep checking with the old secret, and lock, under the same
    * panel id.
@@ -111,6 +117,7 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
   const unknown = new LRUCache<string, number>({ max: options.unknownMax });
   let closed = false;
   const asking = new Map<string, Promise<Resolution>>();
+  const listedTurns = limited(options.listedConcurrency ?? 32);
 
   function rememberPanel(host: string, credentials: PanelCredentials, runtimeKey: string, ttlMs: number): Resolution {
     const freshUntil = options.now() + ttlMs;
@@ -154,7 +161,10 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     try {
       const value = await Promise.race([Promise.resolve().then(() => options.resolve(host)), timeout]);
       clearTimeout(timer);
-      if (value === null || value === undefined) return remember(host, UNKNOWN, options.unknownTtlMs);
+      if (value === null || value === undefined) {
+        options.listed?.remove(host);
+        return remember(host, UNKNOWN, options.unknownTtlMs);
+      }
       const credentials = credentialsFrom(value);
       if (!credentials) return refuse(host, 'no { apiKey, apiSecret } strings (and optional non-empty baseUrl, panel)');
       let runtimeKey: string;
@@ -163,6 +173,7 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       } catch (error) {
         return refuse(host, `unusable credentials (${describeError(error)})`);
       }
+      options.listed?.add(host);
       return rememberPanel(host, credentials, runtimeKey, options.resolveTtlMs);
     } catch (error) {
       // Never a secret in the message: only what went wrong and for which host.
@@ -186,10 +197,12 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
       // A first call (no answer yet) is bounded process-wide; a known host's refresh is not
       // (one per host per TTL, and the hosts remembered are capped).
       const first = answers.peek(host) === undefined;
-      if (first && !options.gate.tryStart()) return Promise.resolve(BUSY);
-      pending = ask(host).finally(() => {
+      // A host served before the restart waits its turn rather than being refused.
+      const listed = first && options.listed?.has(host) === true;
+      if (first && !listed && !options.gate.tryStart()) return Promise.resolve(BUSY);
+      pending = (listed ? listedTurns(() => ask(host)) : ask(host)).finally(() => {
         asking.delete(host);
-        if (first) options.gate.finished();
+        if (first && !listed) options.gate.finished();
       });
       asking.set(host, pending);
     }
@@ -221,5 +234,21 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     close() {
       closed = true;
     },
+  };
+}
+
+/** Runs at most `concurrency` of the works given at once; the others wait, first come first. */
+function limited(concurrency: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async <T>(work: () => Promise<T>): Promise<T> => {
+    if (running >= concurrency) await new Promise<void>((resolve) => waiting.push(resolve));
+    running++;
+    try {
+      return await work();
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
   };
 }

@@ -4,6 +4,7 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
+import { callStore } from '../../license-store/store-calls.js';
 import { isExpressResponse, notExpressError } from '../../serve/express-only.js';
 import { sendBusyHost, sendUnknownHost } from '../../serve/host-responses.js';
 import { HostRoutes } from '../../serve/host-routes.js';
@@ -16,6 +17,7 @@ import { createStatusHandler } from '../status-handler.js';
 import { attachInstruments } from '../telemetry.js';
 import { createCheckSpreader } from './check-spreader.js';
 import { createHostResolver, type PanelResolution } from './host-resolver.js';
+import { KnownHosts } from './known-hosts.js';
 import { NewHostGate } from './new-host-gate.js';
 import { selectReadings, summarize } from './panel-readings.js';
 import { PanelRuntime, type Retired } from './panel-runtime.js';
@@ -38,7 +40,10 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     perSecond: panels.resolvePerSecond,
     emit: (error) => events.listenerCount('error') > 0 && events.emit('error', error),
   });
+  // With a store, the hosts served before a restart are not new hosts after it (known-hosts.ts).
+  const knownHosts = config.store === undefined ? undefined : new KnownHosts({ store: config.store, call: callStore });
   const resolver = createHostResolver({
+    ...(knownHosts === undefined ? {} : { listed: knownHosts, listedConcurrency: panels.resolveConcurrency }),
     resolve: panels.resolve,
     max: panels.max * 4,
     unknownMax: panels.max,
@@ -227,6 +232,7 @@ export function multiPanelGuard(config: GuardConfig): LicenseGuard {
     closed = true;
     routes.close();
     resolver.close();
+    await knownHosts?.close();
     reports.close();
     spreader.close();
     // Runtimes stop checking but keep their last verdict, which requests still get.

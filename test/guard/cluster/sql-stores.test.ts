@@ -22,7 +22,12 @@ const backends = await Promise.all(
 );
 
 let emulator: MotherEmulator;
-const TENANTS = [1, 2, 3].map((n) => ({ ...DEMO_PANEL, apiKey: `pk_tenant_${n}`, apiSecret: `sk_tenant_${n}_0123456789`, panel: { name: `Tenant ${n}` } }));
+const TENANTS = Array.from({ length: 200 }, (_, i) => i + 1).map((n) => ({
+  ...DEMO_PANEL,
+  apiKey: `pk_tenant_${n}`,
+  apiSecret: `sk_tenant_${n}_0123456789`,
+  panel: { name: `Tenant ${n}` },
+}));
 const guards: LicenseGuard[] = [];
 const errors: unknown[] = [];
 beforeAll(async () => {
@@ -125,7 +130,7 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
     async () => {
       const namespace = backend.namespace();
       const resolve = async (host: string) => {
-        const tenant = TENANTS[Number(/^t(\d)\./.exec(host)?.[1]) - 1];
+        const tenant = TENANTS[Number(/^t(\d+)\./.exec(host)?.[1]) - 1];
         return tenant ? { apiKey: tenant.apiKey, apiSecret: tenant.apiSecret } : null;
       };
       const deployment = async () => {
@@ -186,6 +191,41 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
       },
       30_000,
     );
+
+  it.skipIf(!available)(
+    'serves all 200 hosts of a restarted `panels` deployment at once, though its bound on new hosts allows 5',
+    async () => {
+      const namespace = backend.namespace();
+      const resolve = async (host: string) => {
+        const tenant = TENANTS[Number(/^t(\d+)\./.exec(host)?.[1]) - 1];
+        return tenant ? { apiKey: tenant.apiKey, apiSecret: tenant.apiSecret } : null;
+      };
+      const deployment = async (bounds: object) => {
+        const guard = licenseGuard({ baseUrl: emulator.url, store: await backend.open(namespace), panels: { resolve, ...bounds } });
+        guards.push(guard);
+        return {
+          guard,
+          app: express()
+            .use(guard)
+            .get('/', (_req, res) => res.send(res.locals.branding.name)),
+        };
+      };
+      const hosts = TENANTS.map((_, i) => `t${i + 1}.example`);
+      const before = await deployment({});
+      for (const host of hosts) await request(before.app).get('/').set('Host', host).expect(200);
+      await before.guard.close();
+      emulator.setFaults({ down: true });
+      // The bound a deployment keeps against random Host headers: 5 first calls, then one a second.
+      const after = await deployment({ resolveBurst: 5, resolvePerSecond: 1, resolveConcurrency: 4 });
+      await sleep(200); // the list of hosts served is read in the background at construction
+      const answers = await Promise.all(hosts.map((host) => request(after.app).get('/').set('Host', host)));
+      expect(answers.filter((answer) => answer.status !== 200).map((answer) => answer.status)).toEqual([]);
+      // A host never served is still a new host, under the bound.
+      const strangers = await Promise.all(Array.from({ length: 20 }, (_, i) => request(after.app).get('/').set('Host', `stranger${i}.example`)));
+      expect(strangers.some((answer) => answer.status === 503)).toBe(true);
+    },
+    60_000,
+  );
 
   it.skipIf(!available)(
     'refuses and reports a forged verdict, one copied from another panel and an oversized one, and keeps checking',
