@@ -15,6 +15,7 @@ import { measurePostgresOutbox } from './outbox-postgres.js';
 import { measureOutboxStores } from './outbox-stores.js';
 import { measurePanels } from './panels.js';
 import { measurePanelsProfile } from './panels-profile.js';
+import { measurePanelsRestart } from './panels-restart.js';
 import { measureRedisClients } from './redis-clients.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
 import { mysqlAnswers, postgresAnswers, redisAnswers } from './services.js';
@@ -52,6 +53,7 @@ const SETTINGS = quick
       redisClients: { rounds: 2, seconds: 1, warmupSeconds: 1, connections: 32, calls: 400 },
       stores: { rounds: 1, count: 100, concurrency: 4 },
       console: { panels: 500, releases: 2000, rounds: 3 },
+      restart: { count: 500 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -69,6 +71,7 @@ const SETTINGS = quick
       redisClients: { rounds: 10, seconds: 1, warmupSeconds: 2, connections: 32, calls: 4000 },
       stores: { rounds: 5, count: 500, concurrency: 4 },
       console: { panels: 10_000, releases: 100_000, rounds: 20 },
+      restart: { count: 10_000 },
     };
 
 const log = (line) => console.error(line);
@@ -120,6 +123,7 @@ async function main() {
       ...(databaseUrl ? [['7. PostgreSQL outbox', () => measurePostgresOutbox({ emulator, databaseUrl, ...SETTINGS.postgres, log })]] : []),
       ['8. many panels', () => measurePanels({ ...SETTINGS.panels, log })],
       ['8b. many panels under load', () => measurePanelsProfile({ baseUrl, ...SETTINGS.panelsProfile, log })],
+      ['8c. a panels deployment restarted', () => measurePanelsRestart({ databaseUrl, ...SETTINGS.restart, log })],
       ['9. metrics', () => measureMetrics({ baseUrl, ...SETTINGS.metrics, log })],
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
       ['13. the console at scale', () => measureConsole({ ...SETTINGS.console, log })],

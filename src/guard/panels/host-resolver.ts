@@ -56,7 +56,7 @@ export interface HostResolverOptions {
    * Hosts served before a restart (known-hosts.ts): their first calls are not refused by `gate`
    * but wait for one of `listedConcurrency` places. @default none
    */
-  listed?: { has(host: string): boolean; add(host: string): void; remove(host: string): void };
+  listed?: { has(host: string): boolean; add(host: string): void; remove(host: string): void; readonly loaded: Promise<void> };
   listedConcurrency?: number;
   /**
    * A host's answer moved it to another panel runtime (a rotated secret): the old one must stop
@@ -118,6 +118,12 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
   let closed = false;
   const asking = new Map<string, Promise<Resolution>>();
   const listedTurns = limited(options.listedConcurrency ?? 32);
+  // Until the list of hosts served before is read (one store call, bounded), a first call waits
+  // for it: a restart's first requests are exactly those hosts.
+  let listedLoading = options.listed !== undefined;
+  void options.listed?.loaded.then(() => {
+    listedLoading = false;
+  });
 
   function rememberPanel(host: string, credentials: PanelCredentials, runtimeKey: string, ttlMs: number): Resolution {
     const freshUntil = options.now() + ttlMs;
@@ -190,19 +196,31 @@ export function createHostResolver(options: HostResolverOptions): HostResolver {
     }
   }
 
-  function resolve(host: string): Promise<Resolution> {
+  /** `waited`: a first call that waited for the list of hosts served before (it queues for a place, never refused for one). */
+  function resolve(host: string, waited = false): Promise<Resolution> {
     if (closed) return Promise.resolve(answers.peek(host) ?? UNKNOWN);
     let pending = asking.get(host);
     if (!pending) {
       // A first call (no answer yet) is bounded process-wide; a known host's refresh is not
       // (one per host per TTL, and the hosts remembered are capped).
       const first = answers.peek(host) === undefined;
+      if (first && listedLoading) {
+        const afterLoading: Promise<Resolution> = (options.listed as NonNullable<HostResolverOptions['listed']>).loaded.then(() => {
+          if (asking.get(host) === afterLoading) asking.delete(host);
+          return resolve(host, true);
+        });
+        asking.set(host, afterLoading);
+        return afterLoading;
+      }
       // A host served before the restart waits its turn rather than being refused.
       const listed = first && options.listed?.has(host) === true;
-      if (first && !listed && !options.gate.tryStart()) return Promise.resolve(BUSY);
-      pending = (listed ? listedTurns(() => ask(host)) : ask(host)).finally(() => {
+      // One that waited for the list (released with all the others that did) still takes a token
+      // of the rate, but queues for a place rather than being refused for one.
+      if (first && !listed && !(waited ? options.gate.tryTakeToken() : options.gate.tryStart())) return Promise.resolve(BUSY);
+      const queued = listed || (first && waited);
+      pending = (queued ? listedTurns(() => ask(host)) : ask(host)).finally(() => {
         asking.delete(host);
-        if (first && !listed) options.gate.finished();
+        if (first && !queued) options.gate.finished();
       });
       asking.set(host, pending);
     }

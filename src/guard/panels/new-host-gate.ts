@@ -37,6 +37,14 @@ export class NewHostGate {
     return true;
   }
 
+  /** Takes a token only (the caller bounds how many run at once itself); false when there is none. */
+  tryTakeToken(): boolean {
+    this.#refill();
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
   /** A first call started by `tryStart()` is over (answered, failed or timed out). */
   finished(): void {
     this.#running = Math.max(0, this.#running - 1);

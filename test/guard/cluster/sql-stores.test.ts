@@ -238,11 +238,9 @@ describe.each(backends)('licenseGuard({ store }) on $name', ({ backend, availabl
       await Promise.all([guard.start(), other.start()]);
       const attacker = await backend.open(namespace);
       const own = `${clientFor(emulator).panelId}:verdict`;
-      const theirs = await attacker.get(
-        `${createMotherClient({ baseUrl: emulator.url, apiKey: tenant.apiKey, apiSecret: tenant.apiSecret }).panelId}:verdict`,
-        1_000_000,
-      );
-      expect(theirs).not.toBeNull();
+      const theirsKey = `${createMotherClient({ baseUrl: emulator.url, apiKey: tenant.apiKey, apiSecret: tenant.apiSecret }).panelId}:verdict`;
+      // Its start-up check's record goes to the store just after start() resolves.
+      const theirs = await waitFor(() => attacker.get(theirsKey, 1_000_000), "the other panel's record in the store", 5000);
       await attacker.publish(own, 'forged', 60_000);
       await sleep(400);
       await attacker.publish(own, theirs as string, 60_000);
