@@ -79,6 +79,36 @@ async function redisStore(redisUrl, library = 'node-redis') {
   return { store: redisLicenseStore({ client, prefix }), close: () => client.close() };
 }
 
+/** Cluster mode's store on PostgreSQL, MySQL/MariaDB or SQLite: a table (or file) of this process's own. */
+async function sqlStore(kind, { databaseUrl, mysqlUrl }) {
+  const table = `bench_request_${process.pid}`;
+  if (kind === 'postgres') {
+    const { default: pg } = await import('pg');
+    const { postgresLicenseStore } = await import('panel-license-guard/postgres');
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+    const drop = () => pool.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`).catch(() => {});
+    return { store: postgresLicenseStore({ pool, table }), close: () => drop().then(() => pool.end()) };
+  }
+  if (kind === 'mysql') {
+    const { default: mysql } = await import('mysql2/promise');
+    const { mysqlLicenseStore } = await import('panel-license-guard/mysql');
+    const pool = mysql.createPool({ uri: mysqlUrl, connectionLimit: 3 });
+    const drop = () => pool.query(`DROP TABLE IF EXISTS \`${table}\`, \`${table}_migrations\``).catch(() => {});
+    return { store: mysqlLicenseStore({ pool, table }), close: () => drop().then(() => pool.end()) };
+  }
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { sqliteLicenseStore } = await import('panel-license-guard/sqlite');
+  const folder = mkdtempSync(join(tmpdir(), 'plg-bench-request-'));
+  const store = sqliteLicenseStore({ file: join(folder, 'license.db') });
+  const close = () => {
+    store.close();
+    rmSync(folder, { recursive: true, force: true });
+  };
+  return { store, close };
+}
+
 /** `panels` mode with HOSTED_COUNT panels by host, every one checked (active) before it serves. */
 async function panelsGuard(baseUrl) {
   // As the README shows it: the resolver names your id of the panel too (res.locals.panel).
@@ -100,18 +130,21 @@ async function panelsGuard(baseUrl) {
  * (for guarded variants: once the first license check has settled).
  * - `bare`: the route alone. `guard`: behind an active licenseGuard. `helmet`: behind helmet().
  * - `guard-redis`: the same guard in cluster mode on a Redis store (`redisUrl`), on node-redis; `guard-ioredis`: on ioredis.
+ * - `guard-postgres`, `guard-mysql`, `guard-sqlite`: the same on the SQL license stores (`databaseUrl`, `mysqlUrl`).
  * - `panels`: `panels` mode with HOSTED_COUNT panels (requests rotate over their hosts).
  * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
  * - `locked`: behind a locked licenseGuard (every request gets the lock page).
  * - `static-lock`: a route that res.send()s `lockHtml` (the lock page's bytes) with the same status.
  */
-export async function buildApp({ variant, baseUrl, lockHtml, redisUrl }) {
+export async function buildApp({ variant, baseUrl, lockHtml, redisUrl, databaseUrl, mysqlUrl }) {
   const app = baseApp();
   let guard;
   let redis;
-  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis' || variant === 'guard-ioredis') {
+  const sqlKind = { 'guard-postgres': 'postgres', 'guard-mysql': 'mysql', 'guard-sqlite': 'sqlite' }[variant];
+  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis' || variant === 'guard-ioredis' || sqlKind) {
     if (variant === 'guard-redis') redis = await redisStore(redisUrl);
     if (variant === 'guard-ioredis') redis = await redisStore(redisUrl, 'ioredis');
+    if (sqlKind) redis = await sqlStore(sqlKind, { databaseUrl, mysqlUrl });
     guard = guardFor(variant === 'locked' ? PANELS.locked : PANELS.active, baseUrl, redis?.store);
     const state = await guard.start();
     const expected = variant === 'locked' ? 'locked' : 'active';

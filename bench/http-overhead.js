@@ -81,6 +81,36 @@ export async function measureRequestPath({ baseUrl, redisUrl, rounds, seconds, w
   }
 }
 
+/** Figure 1c: the request path in cluster mode on each SQL license store vs the single-process guard. */
+export async function measureRequestPathStores({ baseUrl, databaseUrl, mysqlUrl, rounds, seconds, warmupSeconds, connections, log }) {
+  const stores = [
+    ...(databaseUrl ? [['guard-postgres', 'PostgreSQL']] : []),
+    ...(mysqlUrl ? [['guard-mysql', 'MySQL/MariaDB']] : []),
+    ['guard-sqlite', 'SQLite'],
+  ];
+  const servers = await startServers(['guard', ...stores.map(([variant]) => variant)], { baseUrl, databaseUrl, mysqlUrl });
+  try {
+    await assertSameBody(servers, 200);
+    log(`  request path on the SQL stores: ${rounds} rounds x ${seconds} s per variant, ${connections} connections`);
+    const run = await compareVariants(servers, { rounds, seconds, warmupSeconds, connections, log });
+    // The request path reads the same in-process cache whatever the store: it must cost nothing.
+    return stores.map(([variant, name]) =>
+      row(
+        `request-path-${variant}`,
+        `1c. Request path: cluster mode (${name} store) vs single-process guard`,
+        run,
+        variant,
+        'guard',
+        'guard',
+        '≈ 1 (0.97–1.03)',
+        (r) => r >= 0.97 && r <= 1.03,
+      ),
+    );
+  } finally {
+    await closeAll(Object.values(servers));
+  }
+}
+
 /** Figure 2: a locked guard serving its lock page vs a bare route sending a pre-built string of the same bytes. */
 export async function measureLockPage({ baseUrl, rounds, seconds, warmupSeconds, connections, log }) {
   const servers = await startServers(['locked'], { baseUrl });

@@ -6,7 +6,7 @@ import { measureClusterStores } from './cluster-stores.js';
 import { measureConsole } from './console.js';
 import { measureDeliveryComparison } from './delivery.js';
 import { measureHandlerCost } from './handler-cost.js';
-import { measureLockPage, measureRequestPath } from './http-overhead.js';
+import { measureLockPage, measureRequestPath, measureRequestPathStores } from './http-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureMetrics } from './metrics.js';
 import { measureOutbox } from './outbox.js';
@@ -112,6 +112,10 @@ async function main() {
             rounds: SETTINGS.handler.rounds,
             log,
           }),
+      ],
+      [
+        '1c. request path on the SQL stores',
+        () => measureRequestPathStores({ baseUrl, databaseUrl, mysqlUrl, ...SETTINGS.http, rounds: Math.ceil(SETTINGS.http.rounds / 2), log }),
       ],
       ['2. lock page', () => measureLockPage({ baseUrl, ...SETTINGS.http, log })],
       ['3. signing', () => measureSigning({ ...SETTINGS.signing, log })],
