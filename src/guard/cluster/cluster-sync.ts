@@ -12,8 +12,8 @@ import { firstVerdict } from './cluster-startup.js';
 import type { ClusterSyncOptions } from './cluster-sync-options.js';
 import { DisputeChecks } from './dispute-checks.js';
 import { RefusalReports } from './refusal-reports.js';
-import { decodeSharedVerdict, encodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
-import { genuineOrUndefined, UnsharedVerdict } from './unshared-verdict.js';
+import { decodeSharedVerdict, MAX_RECORD_BYTES, refuseIfAhead, type SharedVerdict } from './shared-verdict.js';
+import { VerdictWrites } from './verdict-writes.js';
 
 export type { ClusterSyncOptions } from './cluster-sync-options.js';
 
@@ -38,7 +38,6 @@ export class ClusterSync {
   private subscription: StoreSubscription | undefined;
   private readTimer: NodeJS.Timeout | undefined;
   private fallbackTimer: NodeJS.Timeout | undefined;
-  private writes: Promise<void> = Promise.resolve();
   private highestStamp = 0;
   private disputes: DisputeChecks | undefined;
   /** This instance's random id: the tie-break of its check order and the holder id of its leases. */
@@ -47,7 +46,7 @@ export class ClusterSync {
   private joined = false;
   private currentAppliedMono = Number.NEGATIVE_INFINITY;
   private readonly refusals: RefusalReports;
-  private readonly unshared: UnsharedVerdict;
+  private readonly verdicts: VerdictWrites;
   private closed = false;
 
   /** node-cron's coordinator: one instance per schedule slot; when the store fails, everyone runs. */
@@ -57,13 +56,13 @@ export class ClusterSync {
     this.key = `${options.panelId}:verdict`;
     this.leases = new LeaseSeal(options.panelId, this.instance, options.mac);
     this.refusals = new RefusalReports((error) => options.monitor.report(error));
-    this.unshared = new UnsharedVerdict({
-      read: () => callStore(() => options.store.get(this.key, MAX_RECORD_BYTES)),
-      publish: (text) => this.write(text),
-      decode: (text) => genuineOrUndefined(text, options.panelId, options.mac),
+    this.verdicts = new VerdictWrites({
+      ...options,
+      key: this.key,
       answered: () => {
         this.health = 'ok';
       },
+      failed: (error) => this.unavailable(error),
     });
   }
 
@@ -187,31 +186,9 @@ export class ClusterSync {
     this.fallbackTimer.unref();
   }
 
-  /**
-   * Publishes the result of a check this instance ran, one write after another. One the store
-   * does not take is kept and offered again until it does (unshared-verdict.ts).
-   */
+  /** Publishes the result of a check this instance ran (verdict-writes.ts). */
   share(record: SharedVerdict): void {
-    if (this.closed) return;
-    const text = encodeSharedVerdict(record, this.options.panelId, this.options.mac);
-    this.unshared.superseded(record);
-    this.write(text).then(
-      () => {
-        this.health = 'ok';
-      },
-      (error: unknown) => {
-        this.unavailable(error);
-        this.unshared.keep(record, text);
-      },
-    );
-  }
-
-  /** Publishes `text` after every write already under way. */
-  private write(text: string): Promise<void> {
-    const { store, recordTtlMs } = this.options;
-    const written = this.writes.then(() => callStore(() => store.publish(this.key, text, recordTtlMs)));
-    this.writes = written.catch(() => {});
-    return written;
+    if (!this.closed) this.verdicts.share(record);
   }
 
   private async read(): Promise<void> {
@@ -287,9 +264,8 @@ export class ClusterSync {
     if (this.readTimer) clearInterval(this.readTimer);
     if (this.fallbackTimer) clearTimeout(this.fallbackTimer);
     this.disputes?.close();
-    this.unshared.close();
     await this.closeSubscription();
-    await this.writes;
+    await this.verdicts.close();
   }
 
   private async closeSubscription(): Promise<void> {

@@ -3,7 +3,7 @@
 // process listens to, however many panels. Each poll reads back over a window before the newest
 // change it saw (a write that committed a little late is still found) and hands each change to
 // its listeners once; after an outage it reads everything since the last poll that answered.
-import type { StoreSubscription } from '../license-store.js';
+import { KeyListeners } from '../key-listeners.js';
 
 export interface MysqlPollerOptions {
   /** Now on the database's clock (ms): where the first poll starts. */
@@ -17,9 +17,13 @@ export interface MysqlPollerOptions {
 const OVERLAP_MS = 2000;
 
 export function mysqlPoller({ now, changed, intervalMs }: MysqlPollerOptions) {
-  const listeners = new Map<string, Set<(value: string) => void>>();
   /** The last change handed over, per key (its time and value). */
   const delivered = new Map<string, string>();
+  const listeners: KeyListeners = new KeyListeners(
+    () => start(),
+    () => stop(),
+    (key) => delivered.delete(key),
+  );
   let since: number | undefined;
   let started: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -32,11 +36,10 @@ export function mysqlPoller({ now, changed, intervalMs }: MysqlPollerOptions) {
       since ??= await now();
       for (const { key, value, updatedAt } of await changed(since - OVERLAP_MS)) {
         since = Math.max(since, updatedAt);
-        const set = listeners.get(key);
         const change = `${updatedAt}\n${value}`;
-        if (set === undefined || delivered.get(key) === change) continue;
+        if (!listeners.has(key) || delivered.get(key) === change) continue;
         delivered.set(key, change);
-        for (const listener of [...set]) listener(value);
+        listeners.deliver(key, value);
       }
     } finally {
       polling = false;
@@ -64,31 +67,5 @@ export function mysqlPoller({ now, changed, intervalMs }: MysqlPollerOptions) {
     delivered.clear();
   }
 
-  return {
-    subscribe(key: string, listener: (value: string) => void): StoreSubscription {
-      const own = (value: string) => listener(value);
-      let set = listeners.get(key);
-      if (set === undefined) {
-        set = new Set();
-        listeners.set(key, set);
-      }
-      set.add(own);
-      const ready = start();
-      let closed = false;
-      return {
-        ready,
-        async close() {
-          if (closed) return;
-          closed = true;
-          const current = listeners.get(key);
-          current?.delete(own);
-          if (current?.size === 0) {
-            listeners.delete(key);
-            delivered.delete(key);
-          }
-          if (listeners.size === 0) stop();
-        },
-      };
-    },
-  };
+  return { subscribe: (key: string, listener: (value: string) => void) => listeners.subscribe(key, listener) };
 }

@@ -2,7 +2,7 @@
 // however many panels), held from the pool while anyone subscribes. When it breaks it reconnects
 // with a growing pause, listens again, and re-reads every subscribed key: whatever was announced
 // while it was away reaches the listeners all the same.
-import type { StoreSubscription } from '../license-store.js';
+import { KeyListeners } from '../key-listeners.js';
 import type { PgLicenseClient, PgLicensePool } from './postgres-license-schema.js';
 
 export interface PgListenerOptions {
@@ -18,15 +18,16 @@ const FIRST_RETRY_MS = 250;
 const LONGEST_RETRY_MS = 2000;
 
 export function pgListener({ pool, channel, read, readAll }: PgListenerOptions) {
-  const listeners = new Map<string, Set<(value: string) => void>>();
+  const listeners: KeyListeners = new KeyListeners(
+    () => connect(),
+    () => release(),
+  );
   let client: PgLicenseClient | undefined;
   let connecting: Promise<void> | undefined;
   let retryMs = FIRST_RETRY_MS;
   let retryTimer: NodeJS.Timeout | undefined;
 
-  const deliver = (key: string, value: string) => {
-    for (const listener of [...(listeners.get(key) ?? [])]) listener(value);
-  };
+  const deliver = (key: string, value: string) => listeners.deliver(key, value);
 
   function onNotification(message: { channel: string; payload?: string }): void {
     if (message.channel !== channel || message.payload === undefined) return;
@@ -68,7 +69,7 @@ export function pgListener({ pool, channel, read, readAll }: PgListenerOptions) 
 
   /** After a reconnect: what was announced meanwhile, read again. */
   async function catchUp(): Promise<void> {
-    const keys = [...listeners.keys()];
+    const keys = listeners.keys();
     if (keys.length === 0) return;
     for (const { key, value } of await readAll(keys).catch(() => [])) deliver(key, value);
   }
@@ -115,28 +116,5 @@ export function pgListener({ pool, channel, read, readAll }: PgListenerOptions) 
     );
   }
 
-  return {
-    subscribe(key: string, listener: (value: string) => void): StoreSubscription {
-      const own = (value: string) => listener(value);
-      let set = listeners.get(key);
-      if (set === undefined) {
-        set = new Set();
-        listeners.set(key, set);
-      }
-      set.add(own);
-      const ready = connect();
-      let closed = false;
-      return {
-        ready,
-        async close() {
-          if (closed) return;
-          closed = true;
-          const current = listeners.get(key);
-          current?.delete(own);
-          if (current?.size === 0) listeners.delete(key);
-          if (listeners.size === 0) release();
-        },
-      };
-    },
-  };
+  return { subscribe: (key: string, listener: (value: string) => void) => listeners.subscribe(key, listener) };
 }

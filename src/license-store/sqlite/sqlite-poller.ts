@@ -2,7 +2,7 @@
 // (SQLite writes one at a time, so the numbers commit in order), and each poll reads the rows
 // after the last number it saw — an indexed range, empty most of the time. A write of this
 // process wakes the poll at once.
-import type { StoreSubscription } from '../license-store.js';
+import { KeyListeners } from '../key-listeners.js';
 
 export interface SqlitePollerOptions {
   intervalMs: number;
@@ -13,7 +13,10 @@ export interface SqlitePollerOptions {
 }
 
 export function sqlitePoller({ intervalMs, newest, after }: SqlitePollerOptions) {
-  const listeners = new Map<string, Set<(value: string) => void>>();
+  const listeners: KeyListeners = new KeyListeners(
+    () => start(),
+    () => close(),
+  );
   let last: number | undefined;
   let timer: NodeJS.Timeout | undefined;
   let started: Promise<void> | undefined;
@@ -26,7 +29,7 @@ export function sqlitePoller({ intervalMs, newest, after }: SqlitePollerOptions)
       last ??= await newest();
       for (const row of await after(last)) {
         last = Math.max(last, row.seq);
-        for (const listener of [...(listeners.get(row.k) ?? [])]) listener(row.v);
+        listeners.deliver(row.k, row.v);
       }
     } finally {
       polling = false;
@@ -59,27 +62,6 @@ export function sqlitePoller({ intervalMs, newest, after }: SqlitePollerOptions)
       if (timer !== undefined) setImmediate(tick);
     },
     close,
-    subscribe(key: string, listener: (value: string) => void): StoreSubscription {
-      const own = (value: string) => listener(value);
-      let set = listeners.get(key);
-      if (set === undefined) {
-        set = new Set();
-        listeners.set(key, set);
-      }
-      set.add(own);
-      const ready = start();
-      let closed = false;
-      return {
-        ready,
-        async close() {
-          if (closed) return;
-          closed = true;
-          const current = listeners.get(key);
-          current?.delete(own);
-          if (current?.size === 0) listeners.delete(key);
-          if (listeners.size === 0) close();
-        },
-      };
-    },
+    subscribe: (key: string, listener: (value: string) => void) => listeners.subscribe(key, listener),
   };
 }
