@@ -9,6 +9,8 @@ export interface OutboxStats {
   pending: number;
   delivered: number;
   dead: number;
+  /** Releases an operator cancelled before they were sent (kept like dead ones, then pruned). */
+  cancelled: number;
   /**
    * Deliveries this instance has under way: pushes (at most `concurrency`) and outcomes still
    * being recorded (at most `max(concurrency, 8)` more).

@@ -1,9 +1,12 @@
 // The storage contract of the release outbox: durable rows, leases, atomic de-duplication.
 
-/** `pending` until the mother accepts the release (`delivered`) or refuses it for good (`dead`). */
-export type OutboxState = 'pending' | 'delivered' | 'dead';
+/**
+ * `pending` until the mother accepts the release (`delivered`) or refuses it for good (`dead`),
+ * unless an operator cancels it first (`cancelled`: never sent; kept like a dead row).
+ */
+export type OutboxState = 'pending' | 'delivered' | 'dead' | 'cancelled';
 
-export const OUTBOX_STATES: readonly OutboxState[] = ['pending', 'delivered', 'dead'];
+export const OUTBOX_STATES: readonly OutboxState[] = ['pending', 'delivered', 'dead', 'cancelled'];
 
 /** Stores may answer synchronously (SQLite, memory) or asynchronously (a network database). */
 export type Awaitable<T> = T | Promise<T>;
@@ -32,8 +35,10 @@ export interface NewOutboxRow {
 }
 
 import type { EnqueueOptions } from './enqueue-options.js';
+import type { OperatorStore } from './store-operations.js';
 
 export type { EnqueueOptions, TransactionQuery } from './enqueue-options.js';
+export type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore } from './store-operations.js';
 
 /**
  * The outbox's own worker would take the new row now (it has room, and its last claim found no
@@ -130,8 +135,14 @@ export interface FairClaim {
 export interface PruneRequest {
   /** Delivered rows last changed before this epoch ms may go, unless they are the latest delivery of their track. */
   deliveredBefore: number;
-  /** Dead rows last changed before this epoch ms may go. */
+  /** Dead and cancelled rows last changed before this epoch ms may go. */
   deadBefore: number;
+  /**
+   * A feed of deliveries is being read (`outbox.deliveries`): a delivered row may go only once it
+   * has a feed position no higher than this one (the lowest position a feed acknowledged), so no
+   * feed misses it. Undefined: no feed holds rows.
+   */
+  feedHold?: number | undefined;
   afterId: number;
   limit: number;
 }
@@ -208,7 +219,7 @@ export interface StoredRow {
  * shared by several processes or hosts can be added without touching the worker.
  * The row rules every store must follow live in `rules.ts`.
  */
-export interface OutboxStore {
+export interface OutboxStore extends OperatorStore {
   /**
    * Stores a release, applying the de-duplication rules. Resolves once the row is durable.
    * `lease` (optional to honour): see EnqueueLease.

@@ -231,7 +231,7 @@ export function memoryOutboxStore(): OutboxStore {
     panelCounts(limit) {
       const byPanel = new Map<string, PanelCounts>();
       for (const row of open().values()) {
-        if (row.state === 'delivered') continue;
+        if (row.state === 'delivered' || row.state === 'cancelled') continue;
         const counts = byPanel.get(row.panel) ?? { panel: row.panel, pending: 0, dead: 0, oldestPendingAt: undefined };
         byPanel.set(row.panel, counts);
         if (row.state === 'dead') counts.dead++;

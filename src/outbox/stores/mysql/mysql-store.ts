@@ -185,7 +185,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       }));
     },
     async counts(scope) {
-      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
+      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0, cancelled: 0 };
       for (const r of rowsOf(await query(sql.counts, panelScope(scope?.panel)))) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },

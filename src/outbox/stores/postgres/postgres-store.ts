@@ -189,7 +189,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
     },
     async counts(scope) {
       const read = await reading();
-      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0 };
+      const counts: Record<OutboxState, number> = { pending: 0, delivered: 0, dead: 0, cancelled: 0 };
       for (const r of (await pool.query(read.counts, [orNull(scope?.panel)])).rows) counts[r.state as OutboxState] = Number(r.n);
       return counts;
     },

@@ -90,7 +90,7 @@ export function createReaders(db: SqliteDatabase): Pick<OutboxStore, 'counts' | 
   const countsOfAll = db.prepare('SELECT state, COUNT(*) AS count FROM release_outbox GROUP BY state');
   // Each state's rows of the panel, in the due index (the track index holds long track ids).
   const countsOfPanel = db.prepare(
-    `SELECT state, COUNT(*) AS count FROM release_outbox WHERE state IN ('pending', 'delivered', 'dead') AND ${panel} = ? GROUP BY state`,
+    `SELECT state, COUNT(*) AS count FROM release_outbox WHERE state IN ('pending', 'delivered', 'dead', 'cancelled') AND ${panel} = ? GROUP BY state`,
   );
   // The oldest pending row is the one with the lowest id (ids follow the order rows are stored
   // in): found in an index, then its own row read for when it was stored.
