@@ -82,6 +82,8 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   async function stats(scope: PanelScope = scoping.scope('stats', undefined)): Promise<OutboxStats> {
     const [counts, oldestPendingAt] = await Promise.all([store.counts(scope), store.oldestPending?.(scope)]);
     const failingPanels = worker.failingPanels();
+    // A running worker reads the pauses every second; without one (the CLI, the console's own outbox) read them now.
+    if (!worker.isRunning()) await pauses.refresh();
     const paused = pauses.allPaused || (scope.panel !== undefined && pauses.isPaused(scope.panel));
     return { panel: scope.panel, ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt, failingPanels, paused };
   }
