@@ -16,12 +16,15 @@ export interface ClaimOutcome {
   heldUntil: number | undefined;
 }
 
+/** What a claim asks of the worker's back-off (PanelHolds): which panels to skip, which probe. */
+export type ClaimHolds = Pick<PanelHolds, 'claimFilter' | 'heldUntil' | 'isFailing' | 'probeStarted'>;
+
 export interface PanelRouting {
   /** The panel of a single-panel outbox; undefined with `panels`. */
   readonly panel: string | undefined;
   /** Claims rows for free slots: none of a held panel, one of a panel that is probing. */
   /** `capPerPanel`: skip panels at their share of slots (see PanelHolds.claimFilter). */
-  claim(request: ClaimBase, holds: PanelHolds, capPerPanel: boolean): Promise<ClaimOutcome>;
+  claim(request: ClaimBase, holds: ClaimHolds, capPerPanel: boolean): Promise<ClaimOutcome>;
   /** The sender of `panel`'s releases; throws a PanelDeliveryError when there is none. */
   senderFor(panel: string): ReleaseSender | Promise<ReleaseSender>;
 }

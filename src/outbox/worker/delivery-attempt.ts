@@ -6,6 +6,7 @@ import type { PanelHolds } from '../panels/panel-holds.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow, DeliveryOutcome } from '../store.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
+import { type MotherRate, notSentForRate } from './mother-rate.js';
 
 export interface Attempt {
   outcome: DeliveryOutcome;
@@ -20,6 +21,8 @@ export interface SentTo {
   sent: boolean;
   mother: string | undefined;
   probe: boolean;
+  /** How long it waited for its mother's turn (`maxPerSecond`): not part of the push's duration. */
+  waitedMs?: number;
 }
 
 /** The base URL of the mother a sender sends to (a client of your own may not say). */
@@ -28,7 +31,10 @@ const motherOf = (sender: unknown): string | undefined => {
   return typeof baseUrl === 'string' ? baseUrl : undefined;
 };
 
-type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'>;
+type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'> & {
+  /** With `maxPerSecond`: the turns at each mother. */
+  rate?: MotherRate | undefined;
+};
 
 /** `attempt(row, sentTo)`: `sentTo` learns the mother the row went to, and whether it went as a probe. */
 export function createAttempts(config: AttemptConfig, routing: PanelRouting, holds: PanelHolds) {
@@ -93,6 +99,8 @@ export function createAttempts(config: AttemptConfig, routing: PanelRouting, hol
     try {
       const sender = await routing.senderFor(row.panel);
       mother = motherOf(sender);
+      // Its mother's turn first (waited in this slot, not an attempt); then the back-off, as it stands by then.
+      if (config.rate !== undefined && !(await config.rate.turn(row.panel, mother, sentTo))) return notSentForRate(now());
       const admission = holds.admit(row.panel, row.id, mother);
       if (!admission.send) return deferred(row, mother, admission.until, admission.wasProbe);
       sentTo.sent = true;

@@ -238,7 +238,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // A slot is free; the row is still this worker's until its outcome is recorded.
       kick(false);
     }
-    const durationMs = performance.now() - began;
+    // A wait for the mother's turn (`maxPerSecond`) is not part of the push.
+    const durationMs = performance.now() - began - (sentTo.waitedMs ?? 0);
     if (sentTo.sent) ahead.pushed(durationMs);
     return outcomes.record(row, answered, durationMs);
   }
