@@ -51,6 +51,7 @@ describe('createReleaseOutbox({ maxPerSecond })', () => {
     // Waiting for a turn is not an attempt.
     const rows = await outbox.list({ state: 'delivered', limit: 100 });
     expect(rows.map((row) => row.attempts)).toEqual(Array(30).fill(1));
+    if (process.env.SHOW_RATES) console.log('most in a second, one panel at 10/s:', mostInWindow(times));
   });
 
   it('shares one mother’s rate between the panels at it, in turn, and leaves the slots to another mother', async () => {
@@ -71,6 +72,7 @@ describe('createReleaseOutbox({ maxPerSecond })', () => {
     for (let n = 0; n < 8; n++) await outbox.enqueue(release(`b-${n}`), { panel: 'b' });
     await waitFor(async () => (await outbox.stats()).delivered === 44, 'every release delivered', 20_000);
     // One rate for the three panels at the shared mother (each alone would have had 8 a second).
+    if (process.env.SHOW_RATES) console.log('most in a second, shared mother at 8/s:', mostInWindow(arrivals(shared)), 'other:', mostInWindow(arrivals(other)));
     expect(mostInWindow(arrivals(shared))).toBeLessThanOrEqual(8 + MARGIN);
     expect(mostInWindow(arrivals(other))).toBeLessThanOrEqual(8 + MARGIN);
     // The panels at the shared mother take turns: each has a fair part of its first 12 pushes.
@@ -136,6 +138,28 @@ describe('createReleaseOutbox({ maxPerSecond })', () => {
       expect(row.lastError).toMatch(/waited for its turn/);
     }
     expect(arrivals(mother)).toHaveLength(1);
+  });
+
+  it('is kept by each outbox: two sharing a store and a mother, each given half, stay within the whole', async () => {
+    const mother = await startEmulator();
+    opened.push(mother);
+    const store = memoryOutboxStore();
+    // What two processes would do, each with its own outbox over one store: the mother takes 10 a second.
+    const outboxes = [0, 1].map(() =>
+      createReleaseOutbox({ client: clientFor(mother), store, maxPerSecond: 5, concurrency: 4, pollIntervalMs: 50, autoStart: false, logger: quiet }),
+    );
+    opened.push(...outboxes);
+    for (let n = 0; n < 30; n++) await outboxes[0]?.enqueue(release(`track-${n}`));
+    const delivered = outboxes.map((outbox) => {
+      const count = { releases: 0 };
+      outbox.on('delivered', () => count.releases++);
+      outbox.start();
+      return count;
+    });
+    await waitFor(() => mother.releases.length === 30, 'every release', 20_000);
+    expect(mostInWindow(arrivals(mother))).toBeLessThanOrEqual(10 + MARGIN);
+    // Both delivered: each at its own rate, so together faster than one alone could.
+    expect(Math.min(...delivered.map((count) => count.releases))).toBeGreaterThanOrEqual(5);
   });
 
   it('refuses a limit that is not a positive finite number, or too low for the slots’ leases, naming the fix', () => {
