@@ -81,7 +81,7 @@ export class MotherRate {
 
   /** The remembered panels whose mother is full now, and the earliest time one of those mothers is claimed from again. */
   fullPanels(): { panels: string[]; until: number | undefined } {
-    const full = new Map<string, number | undefined>();
+    const full = new Map<string, number>();
     for (const key of this.mothers.keys()) {
       const until = this.motherFullUntil(key);
       if (until !== undefined) full.set(key, until);
@@ -89,7 +89,7 @@ export class MotherRate {
     if (full.size === 0) return { panels: [], until: undefined };
     const panels: string[] = [];
     for (const [panel, key] of this.panels.entries()) if (full.has(key)) panels.push(panel);
-    return { panels, until: Math.min(...(full.values() as Iterable<number>)) };
+    return { panels, until: Math.min(...full.values()) };
   }
 
   /** The outbox stops: every row waiting for its turn goes back unsent at once, and no turn is given any more. */
