@@ -34,7 +34,8 @@ export interface ExpiringEvent {
 
 /**
  * What has fired for one `expires_at`: every threshold of `days` or more. One number, since a
- * threshold fires only after the larger ones (a renewal's new date starts afresh).
+ * threshold fires only after the larger ones. It still holds when the mother moves the date
+ * earlier; a renewal (a later date) starts afresh.
  */
 export interface WarnedThrough {
   expiresAt: string;
@@ -61,10 +62,15 @@ export function expiresInMs(verdict: LicenseResponse | undefined, motherNow: num
   return expiryDay === null ? null : expiryDay + DAY_MS - motherNow;
 }
 
+/** What of `warned` holds for a license expiring on `expiresAt` (`YYYY-MM-DD`, which sorts as it reads): null after a renewal. */
+function holding(warned: WarnedThrough | null | undefined, expiresAt: string | undefined): WarnedThrough | null {
+  return warned != null && expiresAt !== undefined && warned.expiresAt >= expiresAt ? warned : null;
+}
+
 /** The warnings known to have fired for `expiresAt`, from two sources (ours and a peer's record, say). */
 export function mergeWarned(a: WarnedThrough | null | undefined, b: WarnedThrough | null | undefined, expiresAt: string | undefined): WarnedThrough | null {
-  const mine = a?.expiresAt === expiresAt ? a : undefined;
-  const theirs = b?.expiresAt === expiresAt ? b : undefined;
+  const mine = holding(a, expiresAt);
+  const theirs = holding(b, expiresAt);
   if (mine && theirs) return mine.days <= theirs.days ? mine : theirs;
   return mine ?? theirs ?? a ?? null;
 }
@@ -113,7 +119,7 @@ export function warnIfExpiring(panel: WarnedPanel): void {
   if (inMs === null || expiresAt === undefined) return;
   const left = daysLeft(expiresAt, now) ?? 0;
   const threshold = reachedThreshold(panel.config.expiryWarnings, left);
-  const warned = panel.warned?.expiresAt === expiresAt ? panel.warned : null;
+  const warned = holding(panel.warned, expiresAt);
   if (threshold === null || (warned !== null && threshold >= warned.days)) return;
   panel.warned = { expiresAt, days: threshold };
   const event: ExpiringEvent = { threshold, daysLeft: left, expiresAt, expiresInSeconds: Math.round(inMs / 1000) };
