@@ -1,11 +1,14 @@
 // The console and expiry: panels whose license expires soon come right after the locked ones, the
-// nearest first; one panel's guard is named by its brand name; no "Releases" without an outbox.
+// nearest first (and so do the metrics' bounded per-panel series); one panel's guard is named by
+// its brand name; no "Releases" without an outbox.
 import express from 'express';
+import { Registry } from 'prom-client';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { licenseConsole } from '../../src/console.js';
 import type { MotherEmulator } from '../../src/emulator/emulator.js';
 import { createReleaseOutbox, type LicenseGuard, licenseGuard, memoryOutboxStore } from '../../src/index.js';
+import { registerMetrics } from '../../src/metrics.js';
 import { silentLogger } from '../support/guard-app.js';
 import { clientFor, DEMO_PANEL, startEmulator } from '../support/helpers.js';
 
@@ -86,5 +89,20 @@ describe('licenseConsole() with panels by host', () => {
     const row = (host: string) => list.text.slice(list.text.indexOf(`>${host}</a>`)).split('</tr>')[0] ?? '';
     expect(row('soon.example')).toMatch(/<td>(2|3) d<\/td>|<td>\d+ h<\/td>/);
     expect(row('far.example')).toMatch(/<td>20[01] d<\/td>/);
+
+    // The metrics take the same order for their bounded per-panel series.
+    const registry = new Registry();
+    registerMetrics({ registry, guard, panelSeries: 2 });
+    const idOf = (host: string) => guard.status(host)?.panel as string;
+    const states = await registry.getSingleMetricAsString('panel_license_state');
+    expect(states).toContain(`panel="${idOf('locked.example')}"`);
+    expect(states).toContain(`panel="${idOf('soon.example')}"`);
+    expect(states).not.toContain(`panel="${idOf('fortnight.example')}"`);
+    const expires = await registry.getSingleMetricAsString('panel_license_expires_in_seconds');
+    const seconds = Number(new RegExp(`panel="${idOf('soon.example')}"} (\\d+)`).exec(expires)?.[1]);
+    expect(seconds).toBeGreaterThan(2 * 86_400);
+    expect(seconds).toBeLessThanOrEqual(3 * 86_400);
+    // An inactive verdict says nothing of expiry.
+    expect(expires).not.toContain(idOf('locked.example'));
   });
 });
