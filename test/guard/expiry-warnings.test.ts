@@ -16,6 +16,8 @@ import { silentLogger } from '../support/guard-app.js';
 import { API_KEY, clientFor, DEMO_PANEL, startEmulator } from '../support/helpers.js';
 
 const DAY_MS = 86_400_000;
+const OTHER = { apiKey: 'pk_expiry_other', apiSecret: 'sk_expiry_other_0123456789' };
+const THIRD = { apiKey: 'pk_expiry_third', apiSecret: 'sk_expiry_third_0123456789' };
 /** The UTC date `days` from now, as the mother writes `expires_at`. */
 const inDays = (days: number, now = Date.now()) => new Date(now + days * DAY_MS).toISOString().slice(0, 10);
 /** Seconds from `now` to the end of `date` (UTC). */
@@ -25,7 +27,11 @@ let emulator: MotherEmulator;
 let folder: string;
 const guards: LicenseGuard[] = [];
 beforeAll(async () => {
-  emulator = await startEmulator([{ ...DEMO_PANEL, panel: { ...DEMO_PANEL.panel, expires_at: inDays(60) } }]);
+  emulator = await startEmulator([
+    { ...DEMO_PANEL, panel: { ...DEMO_PANEL.panel, expires_at: inDays(60) } },
+    { ...OTHER, active: true, panel: { name: 'Other', expires_at: inDays(60) } },
+    { ...THIRD, active: true, panel: { name: 'Third', expires_at: inDays(60) } },
+  ]);
   folder = mkdtempSync(join(tmpdir(), 'plg-expiry-'));
 });
 afterAll(async () => {
@@ -39,7 +45,9 @@ afterEach(async () => {
 });
 
 function guardWith(options: Partial<LicenseGuardOptions> = {}): { guard: LicenseGuard; fired: ExpiringEvent[] } {
-  const guard = licenseGuard({ client: clientFor(emulator), logger: silentLogger, jitterMs: 0, retryBaseMs: 3600_000, retryMaxMs: 3600_000, ...options });
+  // With `panels`, each panel's client is made from its credentials.
+  const client = options.panels ? {} : { client: clientFor(emulator) };
+  const guard = licenseGuard({ ...client, logger: silentLogger, jitterMs: 0, retryBaseMs: 3600_000, retryMaxMs: 3600_000, ...options });
   const fired: ExpiringEvent[] = [];
   guard.on('expiring', (event) => fired.push(event));
   guards.push(guard);
@@ -149,6 +157,31 @@ describe("licenseGuard({ expiryWarnings }): the 'expiring' event", () => {
     const third = guardWith({ stateFile });
     await third.guard.start();
     expect([...second.fired, ...third.fired].map((event) => event.threshold)).toEqual([3]);
+  });
+});
+
+describe("licenseGuard({ panels }): the 'expiring' event", () => {
+  it('names the panel, and fires nothing again for a panel evicted and back', async () => {
+    const { guard, fired } = guardWith({
+      baseUrl: emulator.url,
+      panels: {
+        max: 2,
+        resolve: (host) => ({ 'a.example': { apiKey: API_KEY, apiSecret: DEMO_PANEL.apiSecret }, 'b.example': OTHER, 'c.example': THIRD })[host] ?? null,
+      },
+    });
+    const app = express().use(guard);
+    app.get('/', (_req, res) => {
+      res.json(res.locals.license);
+    });
+    expiresIn(5);
+    expect((await request(app).get('/').set('Host', 'a.example').expect(200)).body).toMatchObject({ expiryWarning: 7, daysLeft: 5 });
+    expect(fired).toEqual([expect.objectContaining({ threshold: 7, panel: guard.status('a.example')?.panel, hosts: ['a.example'] })]);
+    // b and c take the two places: a is evicted, and comes back from what it left.
+    await request(app).get('/').set('Host', 'b.example').expect(200);
+    await request(app).get('/').set('Host', 'c.example').expect(200);
+    await request(app).get('/').set('Host', 'a.example').expect(200);
+    await guard.refresh('a.example');
+    expect(fired).toHaveLength(1);
   });
 });
 
