@@ -140,6 +140,20 @@ describe("licenseGuard({ expiryWarnings }): the 'expiring' event", () => {
     expect(secondsTo(expiresAt, Date.now()) - (fired[0]?.expiresInSeconds ?? 0)).toBeGreaterThan(12 * 3600 - 10);
   });
 
+  it('fires a threshold crossed during an outage from the verdict held in grace', async () => {
+    let shiftMs = 0;
+    const { guard, fired } = guardWith({ expiryWarnings: [7], gracePeriodMs: 30 * DAY_MS, now: () => Date.now() + shiftMs });
+    expiresIn(10);
+    await guard.start();
+    emulator.setFaults({ down: true });
+    expect(await guard.refresh()).toBe('grace');
+    expect(fired).toEqual([]);
+    // Four days on, still no answer: 6 days left by the verdict held.
+    shiftMs = 4 * DAY_MS;
+    expect(await guard.refresh()).toBe('grace');
+    expect(fired).toMatchObject([{ threshold: 7, daysLeft: 6, expiresAt: inDays(10) }]);
+  });
+
   it('fires each threshold once across a restart with a state file', async () => {
     const stateFile = join(folder, 'restart.json');
     expiresIn(6);
