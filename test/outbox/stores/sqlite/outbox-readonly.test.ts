@@ -73,7 +73,7 @@ describe('the SQLite outbox without write access', () => {
         await store.close();
         const { io, out } = fakeIo();
         expect(await main(['outbox', '--outbox', file], io)).toBe(EXIT.ok);
-        expect(out[0]).toBe('pending 2 · delivered 0 · dead 0');
+        expect(out[0]).toBe('pending 2 · delivered 0 · dead 0 · cancelled 0');
       } finally {
         undo();
       }
