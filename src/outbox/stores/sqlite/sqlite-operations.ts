@@ -5,7 +5,7 @@ import type { SqliteDatabase, SqliteStatement } from '../../../db/sqlite-driver.
 import { describeError } from '../../../logger.js';
 import type { OutboxState, OutboxStore } from '../../store.js';
 import { type CancelAnswer, type CancelRequest, CONTROL_NAME_MAX } from '../../store-operations.js';
-import { orUndefined } from './sqlite-read.js';
+import { FEED_COUNTER } from './sqlite-feed.js';
 import type { WalSync } from './sqlite-wal-sync.js';
 
 /** The longest control value (a feed position, a pause flag). */
@@ -14,13 +14,15 @@ export const CONTROL_VALUE_MAX = 64;
 const TARGET = 'id, panel, state, lease_expires_at AS leaseExpiresAt, release_id AS releaseId FROM release_outbox';
 export const OPERATION_SQL = {
   byId: `SELECT ${TARGET} WHERE id = ?`,
-  // A track's pending row (the one an enqueue would replace), else its newest row of any state:
-  // both a seek on the (panel, remote_track_id, state, id) index.
-  pendingOfTrack: `SELECT ${TARGET} WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+  // A track's pending row (its oldest, should adoption have left two: the one sent first, as in
+  // the memory store), else its newest row of any state: both a seek on the (panel,
+  // remote_track_id, state, id) index.
+  pendingOfTrack: `SELECT ${TARGET} WHERE panel = ? AND remote_track_id = ? AND state = 'pending' ORDER BY id LIMIT 1`,
   newestOfTrack: `SELECT ${TARGET} WHERE panel = ? AND remote_track_id = ? ORDER BY id DESC LIMIT 1`,
   cancel: `UPDATE release_outbox SET state = 'cancelled', last_error = @note, lease_owner = NULL, lease_expires_at = NULL, updated_at = @now
     WHERE id = @id AND state = 'pending'`,
-  controls: 'SELECT name, value FROM release_outbox_controls',
+  // The feed's counter (sqlite-feed.ts) shares the table but is the store's own, not a control.
+  controls: `SELECT name, value FROM release_outbox_controls WHERE name <> '${FEED_COUNTER}'`,
   setControl: `INSERT INTO release_outbox_controls (name, value, updated_at) VALUES (@name, @value, @now)
     ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
   dropControl: 'DELETE FROM release_outbox_controls WHERE name = ?',
@@ -38,6 +40,7 @@ interface Target {
 export function checkControl(name: unknown, value: unknown): void {
   if (typeof name !== 'string' || name === '' || name.length > CONTROL_NAME_MAX)
     throw new TypeError(`panel-license-guard: a control name must be a string of 1 to ${CONTROL_NAME_MAX} characters (CONTROL_NAME_MAX).`);
+  if (name === FEED_COUNTER) throw new TypeError(`panel-license-guard: "${FEED_COUNTER}" is the store's own feed counter, not a control; pick another name.`);
   if (value !== undefined && (typeof value !== 'string' || value.length > CONTROL_VALUE_MAX))
     throw new TypeError(
       `panel-license-guard: the value of control "${name}" must be a string of at most ${CONTROL_VALUE_MAX} characters, or undefined to remove it.`,
@@ -83,7 +86,7 @@ export function createOperations(db: SqliteDatabase, durably: Durably): Required
     result,
     id: row.id,
     state: row.state,
-    ...(row.state === 'delivered' ? { releaseId: orUndefined(row.releaseId) } : {}),
+    ...(row.state === 'delivered' ? { releaseId: row.releaseId ?? undefined } : {}),
     ...extra,
   });
   // In an IMMEDIATE transaction: the write lock is taken before the row is read, so a claim (which

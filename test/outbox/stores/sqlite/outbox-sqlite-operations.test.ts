@@ -116,6 +116,7 @@ describe('operator writes on SQLite', () => {
     const store = sqliteOutboxStore({ file: join(dir, `controls-${++files}.db`) });
     await expect(store.setControl?.('x'.repeat(CONTROL_NAME_MAX + 1), '1', 0)).rejects.toThrow(/1 to 220 characters \(CONTROL_NAME_MAX\)/);
     await expect(store.setControl?.('pause', 'y'.repeat(65), 0)).rejects.toThrow(/at most 64 characters/);
+    await expect(store.setControl?.('feed-position', '0', 0)).rejects.toThrow(/the store's own feed counter, not a control/);
     await store.setControl?.('x'.repeat(CONTROL_NAME_MAX), 'y'.repeat(64), 0);
     expect(Object.keys((await store.controls?.()) ?? {})).toEqual(['x'.repeat(CONTROL_NAME_MAX)]);
     await store.close();

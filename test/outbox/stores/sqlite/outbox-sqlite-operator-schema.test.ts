@@ -111,7 +111,9 @@ describe('SQLite outbox schema v5 → v6', () => {
       contentHash: 'hash-2998',
       deliveredAt: 1000000 - 2998,
     });
-    expect(await store.controls?.()).toEqual({ 'feed-position': '1000' });
+    // The highest position given is kept beside the controls (not one of them).
+    expect(await store.controls?.()).toEqual({});
+    expect(check.prepare("SELECT value FROM release_outbox_controls WHERE name = 'feed-position'").get()).toEqual({ value: '1000' });
     await store.close();
     // Opened again (and a step run again on a current file) changes nothing.
     const again = sqliteOutboxStore({ file });
