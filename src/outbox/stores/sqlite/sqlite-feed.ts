@@ -4,6 +4,7 @@
 // stamped and read in slices, the loop getting a turn between them.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { SqliteDatabase, SqliteStatement } from '../../../db/sqlite-driver.js';
+import { describeError } from '../../../logger.js';
 import type { FeedRequest, FeedRow } from '../../store-operations.js';
 import type { WalSync } from './sqlite-wal-sync.js';
 
@@ -86,7 +87,13 @@ export function createFeed(db: SqliteDatabase, wal: WalSync | undefined) {
       if (rows.length >= limit || !more) break;
       await nextTurn();
     }
-    if (rows.length > 0) await wal?.durable();
+    if (rows.length > 0)
+      await wal?.durable().catch((error: unknown) => {
+        throw new Error(
+          `panel-license-guard: the outbox file could not be synced to disk (${describeError(error)}); these deliveries' positions may not be on disk, so they are not given. Close the outbox and open it again (check the disk).`,
+          { cause: error },
+        );
+      });
     return rows;
   };
 }

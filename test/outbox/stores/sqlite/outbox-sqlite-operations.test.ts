@@ -1,6 +1,7 @@
 // What the shared operator suite cannot see of the SQLite store: a big feed backlog stamped in
 // slices (the loop gets turns, one call's work bounded by its page), retention held by a feed
-// position, a failed WAL sync refusing operator writes, and control limits.
+// position, a cancelled row as workers, settles and retries see it, a failed WAL sync refusing
+// operator writes, and control limits.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,6 +108,28 @@ describe('retention with a feed on SQLite', () => {
     expect(await store.prune?.({ ...pass, feedHold: 5 })).toMatchObject({ deleted: 1 });
     expect(await store.prune?.(pass)).toMatchObject({ deleted: 1 });
     expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0, cancelled: 0 });
+    await store.close();
+  });
+});
+
+describe('cancelled rows and the rest of the SQLite store', () => {
+  it('a worker holding a row whose lease ran out learns it was cancelled; a dead row with a newer cancelled one stays dead', async () => {
+    const store = sqliteOutboxStore({ file: join(dir, `cancelled-${++files}.db`) });
+    const row = (title: string) => ({ panel: 'p', remoteTrackId: 't', body: JSON.stringify({ title }), contentHash: title });
+    await store.enqueue(row('old'), 0);
+    const [held] = await store.claimDue({ owner: 'w', panel: 'p', limit: 1, nowMs: 0, leaseMs: 10 });
+    expect(await store.settle(held as NonNullable<typeof held>, 'w', { kind: 'dead', error: 'refused' }, 1)).toBe('applied');
+    const newer = await store.enqueue(row('new'), 2);
+    const [again] = await store.claimDue({ owner: 'w', panel: 'p', limit: 1, nowMs: 2, leaseMs: 10 });
+    expect(again?.id).toBe(newer.id);
+    expect(await store.cancel?.({ id: newer.id, nowMs: 20, note: 'deleted' })).toMatchObject({ result: 'cancelled' });
+    expect(await store.recheck?.([{ id: newer.id, contentHash: 'new' }])).toEqual([
+      { id: newer.id, state: 'cancelled', body: '{"title":"new"}', contentHash: 'new' },
+    ]);
+    expect(await store.settle(again as NonNullable<typeof again>, 'w', { kind: 'delivered', releaseId: 5 }, 21)).toBe('stale');
+    expect(await store.requeueDead(undefined, 22)).toBe(0);
+    expect((await store.list({ state: undefined, limit: 5 })).map((stored) => stored.state)).toEqual(['dead', 'cancelled']);
+    expect(await store.deliveries?.({ after: 0, limit: 5 })).toEqual([]);
     await store.close();
   });
 });
