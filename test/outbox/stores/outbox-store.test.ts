@@ -68,7 +68,7 @@ const unescapedPool = haveMysql ? mysql.createPool({ uri: MYSQL_URL, connectionL
 unescapedPool?.pool.on('connection', (connection) => connection.query(NO_BACKSLASH_ESCAPES_ON));
 afterAll(async () => {
   if (!mysqlPool) return;
-  for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
   await Promise.all([mysqlPool.end(), unescapedPool?.end()]);
 });
 
