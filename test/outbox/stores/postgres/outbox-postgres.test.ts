@@ -360,7 +360,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
           uploader.enqueue(payload(claim.remoteTrackId as string), 3000),
         ]),
       );
-      expect(await worker.counts()).toEqual({ pending: 0, delivered: tracks.length, dead: 0 });
+      expect(await worker.counts()).toEqual({ pending: 0, delivered: tracks.length, dead: 0, cancelled: 0 });
     });
   });
 
@@ -442,7 +442,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         VALUES ('t1', '{"v":2}', 'v2', 'pending', 1000, 1000, 1000)`);
       const reader = postgresOutboxStore({ pool: newPool(), schema, table });
       // Listing reads a v1 table as it is: a look never migrates (that needs the owner).
-      expect(await reader.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
+      expect(await reader.counts()).toEqual({ pending: 2, delivered: 0, dead: 0, cancelled: 0 });
       let versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
       expect(versions.rows.map((r) => r.version)).toEqual([1]);
       const upgraded = postgresOutboxStore({ pool: newPool(), schema, table });
