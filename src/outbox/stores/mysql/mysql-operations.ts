@@ -2,7 +2,8 @@
 // process shares (pauses, feed positions), and read the feed of deliveries in commit order.
 
 import type { OutboxState } from '../../store.js';
-import { type CancelAnswer, type CancelRequest, CONTROL_NAME_MAX, type FeedRequest, type FeedRow, type OperatorStore } from '../../store-operations.js';
+import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore } from '../../store-operations.js';
+import { checkControl } from '../memory/memory-operations.js';
 import { fitText, type MysqlValue, rowCount, run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlResult, type MysqlTableNames, type Row, rowsOf } from './mysql-schema.js';
 import { num } from './mysql-sql.js';
@@ -13,7 +14,6 @@ export const FEED_COUNTER = 'feed-position';
 export const STAMP_BATCH = 5000;
 /** The fewest a call gives (when that many wait), however small its page. */
 const STAMP_LEAST = 100;
-const CONTROL_VALUE_MAX = 64;
 const LAST_ERROR_BYTES = 65_535;
 
 /**
@@ -134,10 +134,8 @@ export function createMysqlOperations({ names, now, query, inTransaction }: Mysq
       return values;
     },
     async setControl(name, value, nowMs) {
-      if (typeof name !== 'string' || name.length > CONTROL_NAME_MAX)
-        throw new TypeError(`panel-license-guard: a control's name must be a string of at most ${CONTROL_NAME_MAX} characters (CONTROL_NAME_MAX).`);
-      if (value !== undefined && (typeof value !== 'string' || value.length > CONTROL_VALUE_MAX))
-        throw new TypeError(`panel-license-guard: a control's value must be a string of at most ${CONTROL_VALUE_MAX} characters, or undefined to remove it.`);
+      // The limits every store applies, said the same way (the columns hold exactly these).
+      checkControl(name, value);
       if (value === undefined) await query(sql.removeControl, [name]);
       else await query(sql.setControl, [name, value, nowMs]);
     },

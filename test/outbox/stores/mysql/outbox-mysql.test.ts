@@ -261,14 +261,14 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
       await expect(mysqlOutboxStore({ pool: weak, table }).enqueue(newRow('{}'), 1)).rejects.toThrow(/lacks a privilege .*GRANT CREATE, ALTER, INDEX ON/);
       // Created by the owner, granted what the docs say but DELETE: retention says so.
       await mysqlOutboxStore({ pool: admin, table }).migrate();
-      for (const name of [table, `${table}_tracks`]) await admin.query(`GRANT SELECT, INSERT, UPDATE ON ${name} TO '${NOPRIVS}'@'%'`);
+      for (const name of [table, `${table}_tracks`, `${table}_controls`]) await admin.query(`GRANT SELECT, INSERT, UPDATE ON ${name} TO '${NOPRIVS}'@'%'`);
       const granted = mysqlOutboxStore({ pool: weak, table });
       await granted.enqueue(newRow('{}', 't'), 1);
       await expect(granted.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 10 })).resolves.toMatchObject({ deleted: 0 });
       const [[dead]] = (await admin.query(`SELECT id FROM ${table} LIMIT 1`)) as unknown as [[{ id: number }]];
       await admin.query(`UPDATE ${table} SET state = 'dead', updated_at = 1 WHERE id = ?`, [dead.id]);
       await expect(granted.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 10 })).rejects.toThrow(
-        /lacks a privilege .*DELETE ON each of the three tables \(DELETE for retention, and for an enqueue in your transaction/,
+        /lacks a privilege .*DELETE ON each of the four tables \(DELETE for retention, and for an enqueue in your transaction/,
       );
     });
 
