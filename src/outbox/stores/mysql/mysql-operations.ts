@@ -93,7 +93,7 @@ export function createMysqlOperations({ names, now, query, inTransaction }: Mysq
     return { result: 'cancelled', id: Number(found.id), state: 'cancelled' };
   }
 
-  /** Gives positions to waiting deliveries, under the counter's lock; returns the highest given. */
+  /** Gives positions to waiting deliveries (enough for a page of `limit` after `after`), under the counter's lock. */
   const stamp = (after: number, limit: number) =>
     inTransaction(async (connection) => {
       await run(connection, sql.lockCounter, [Date.now()]);
