@@ -17,7 +17,8 @@ import { createRetentionRunner } from './retention.js';
 import { type EnqueueResult, type OutboxStore, type PanelScope, type StoredRow, UNASSIGNED_PANEL } from './store.js';
 import { memoryOutboxStore } from './stores/memory/memory-store.js';
 import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
-import { reportError } from './worker/failure.js';
+import { storeTroubleReporter } from './worker/failure.js';
+import { rateLimited } from './worker/rated-claims.js';
 import { createDeliveryWorker } from './worker/worker.js';
 
 export type { OutboxEnqueueOptions, OutboxEntry, OutboxStats, PanelQuery, ReleaseOutbox } from './outbox-api.js';
@@ -47,19 +48,20 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   const retention = config.retention === false ? undefined : createRetentionRunner(store, config.retention, config.now, events);
   const { panels } = config;
   const scoping = panelScoping(panels);
-  const routing =
+  const { routing, rate } = rateLimited(
     panels.kind === 'one'
       ? singlePanelRouting(store, panels.client, panels.panel)
-      : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now }));
-  const pauses = new Pauses(
-    store,
-    () => worker.kick(),
-    (error) => reportError(events, error, undefined),
+      : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now })),
+    config,
   );
+  // A store that is down fails the pause reads every second: said once, then once a minute.
+  const pauseTrouble = storeTroubleReporter(events, config.now);
+  const pauses = new Pauses(store, () => worker.kick(), pauseTrouble.report, pauseTrouble.recovered);
   const worker = createDeliveryWorker({
     ...config,
     store,
     routing,
+    rate,
     events,
     pauses,
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
@@ -257,6 +259,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
     close() {
       closed ??= (async () => {
+        rate?.stop(); // rows waiting for a turn go back unsent at once
         await Promise.all([worker.stop(), retention?.stop()]);
         settleDrainWaiters({ error: new Error('panel-license-guard: the outbox was closed before it drained.') });
         if (owned) await store.close();

@@ -23,17 +23,20 @@ export class Pauses {
   private panels = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private reading: Promise<void> | undefined;
+  /** Bumped by every set(): a read that began before it is out of date and must not undo it. */
+  private changes = 0;
   /** The pauses were read from the store once: until then nothing is claimed (a restart must not send what is paused). */
   loaded = false;
 
   /**
    * `resumed`: something paused is no longer (here or by another process): the worker claims at
-   * once. `failed`: a read of the store failed (the last pauses known stay in force).
+   * once. `failed`: a read of the store failed (the last pauses known stay in force); `answered`: one succeeded.
    */
   constructor(
     private readonly store: OutboxStore,
     private readonly resumed: () => void,
     private readonly failed: (error: unknown) => void,
+    private readonly answered: () => void = () => {},
   ) {}
 
   /** Whether `panel`'s releases wait: the outbox or that panel is paused. */
@@ -63,6 +66,7 @@ export class Pauses {
   async set(panel: string | undefined, paused: boolean, nowMs: number): Promise<void> {
     const name = panel === undefined ? PAUSE_ALL : `${PANEL_PREFIX}${panel}`;
     await this.store.setControl?.(name, paused ? '1' : undefined, nowMs);
+    this.changes++;
     const wasPaused = panel === undefined ? this.all : this.panels.has(panel);
     if (panel === undefined) this.all = paused;
     else if (paused) this.panels.add(panel);
@@ -79,7 +83,11 @@ export class Pauses {
     }
     this.reading ??= (async () => {
       try {
+        const changes = this.changes;
         const values = await controls();
+        this.answered();
+        // This process changed a pause while the read was under way: what it knows is newer.
+        if (changes !== this.changes) return;
         const before = this.now();
         this.all = values[PAUSE_ALL] !== undefined;
         this.panels = new Set(Object.keys(values).flatMap((name) => (name.startsWith(PANEL_PREFIX) ? [name.slice(PANEL_PREFIX.length)] : [])));
