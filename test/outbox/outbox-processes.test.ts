@@ -154,7 +154,7 @@ describe('createReleaseOutbox()', () => {
           store: mysqlOutboxStore({ pool, table }),
           env: { OUTBOX_MYSQL_URL: MYSQL_URL, OUTBOX_TABLE: table },
           async drop() {
-            await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+            await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
             await pool.end();
           },
         };

@@ -37,7 +37,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
   await pool?.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await pool?.end();
-  for (const table of mysqlTables) await mysqlPool?.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  for (const table of mysqlTables) await mysqlPool?.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
   await mysqlPool?.end();
 });
 const opened: ReleaseOutbox[] = [];

@@ -2,6 +2,7 @@
 // transactions on a borrowed connection, and privilege errors that name the grant.
 
 import type { MysqlQueryable, MysqlResult } from '../shared/connections.js';
+import { migrationOperators } from './mysql-operator-migration.js';
 import { run } from './mysql-params.js';
 
 export type { MysqlQueryable, MysqlResult } from '../shared/connections.js';
@@ -22,7 +23,7 @@ export const rowsOf = ([rows]: MysqlResult) => rows as Row[];
 /** The OK packet of a write: rows matched, the new id, and the server's status flags. */
 export const headerOf = ([header]: MysqlResult) => header as { affectedRows: number; insertId: number; serverStatus?: number };
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
 
@@ -36,9 +37,13 @@ export interface MysqlTableNames {
   table: string;
   /** The table of track locks: one row per (panel, track), locked while a track's rows change. */
   tracks: string;
+  /** Values every process shares (pauses, feed positions): `<table>_controls`. */
+  controls: string;
   migrations: string;
   /** The migrations table's bare name (to look it up). */
   migrationsName: string;
+  /** The table's bare name (to look it up). */
+  tableName: string;
   /** For messages and grants: `database.table`, or `table`. */
   shown: string;
   database: string | undefined;
@@ -49,8 +54,10 @@ export function mysqlTableNames(database: string | undefined, table: string): My
   return {
     table: qualified(table),
     tracks: qualified(`${table}_tracks`),
+    controls: qualified(`${table}_controls`),
     migrations: qualified(`${table}_migrations`),
     migrationsName: `${table}_migrations`,
+    tableName: table,
     shown: database === undefined ? table : `${database}.${table}`,
     database,
   };
@@ -138,7 +145,7 @@ export async function inTransaction<T>(pool: MysqlPool, work: (connection: Mysql
 export const isRetriable = (error: unknown) => [1213, 1205, 1467].includes(Number((error as { errno?: unknown })?.errno));
 
 /** Times are epoch milliseconds (BIGINT), as in the other stores, so the row rules are shared. */
-function migrationV1({ table, tracks }: MysqlTableNames, collation: string): string[] {
+export function migrationV1({ table, tracks }: MysqlTableNames, collation: string): string[] {
   return [
     // A binary NO PAD collation: panels and track ids compare byte for byte, as in the other
     // stores (utf8mb4_bin pads: "t-1 " would be the same track as "t-1", "acme " the same panel).
@@ -176,7 +183,13 @@ function migrationV1({ table, tracks }: MysqlTableNames, collation: string): str
   ];
 }
 
-const MIGRATIONS = [migrationV1];
+/**
+ * Each step gives the statements to run (it may first look at the table through `connection`);
+ * every statement is written to run again, should a step be cut off half-way.
+ */
+type Migration = (names: MysqlTableNames, collation: string, connection: MysqlQueryable) => string[] | Promise<string[]>;
+
+const MIGRATIONS: Migration[] = [migrationV1, migrationOperators];
 
 /** Values: the database (null: the session's), the migrations table's name. */
 export const TABLE_EXISTS = 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?';
@@ -203,7 +216,7 @@ export function privilegeError(names: MysqlTableNames, error: unknown): Error {
   if (PRIVILEGE_ERRORS.has(Number((error as { errno?: unknown })?.errno))) {
     const on = names.database === undefined ? 'the database' : `\`${names.database}\``;
     return new Error(
-      `panel-license-guard: the database user lacks a privilege the outbox tables ${names.shown}, ${names.shown}_tracks and ${names.shown}_migrations need (${(error as Error).message}). Grant it once, to create them: GRANT CREATE, INDEX ON ${on}.* TO the user (or create them once with a user that may; the store does it on first use). Afterwards it needs GRANT SELECT, INSERT, UPDATE, DELETE ON each of the three tables (DELETE for retention, and for an enqueue in your transaction, which deletes its marker row in ${names.shown}_tracks).`,
+      `panel-license-guard: the database user lacks a privilege the outbox tables ${names.shown}, ${names.shown}_tracks, ${names.shown}_controls and ${names.shown}_migrations need (${(error as Error).message}). Grant it once, to create or upgrade them: GRANT CREATE, ALTER, INDEX ON ${on}.* TO the user (or create them once with a user that may; the store does it on first use). Afterwards it needs GRANT SELECT, INSERT, UPDATE, DELETE ON each of the four tables (DELETE for retention, and for an enqueue in your transaction, which deletes its marker row in ${names.shown}_tracks).`,
       { cause: error },
     );
   }
@@ -251,7 +264,7 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
       for (const [index, migration] of MIGRATIONS.entries()) {
         if (index + 1 <= version) continue;
         // MySQL commits each DDL statement on its own: every statement is written to run again.
-        for (const statement of migration(names, collation)) await connection.query(statement);
+        for (const statement of await migration(names, collation, connection)) await connection.query(statement);
         await run(connection, `INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
       }
     } catch (error) {

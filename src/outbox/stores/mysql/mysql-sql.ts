@@ -131,12 +131,18 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
     // Retention (rules.ts, mayPrune), one id range at a time. MySQL cannot delete from a table a
     // subquery of the same statement reads, so the rows are chosen first, then deleted if still as chosen.
     pruneRange: `SELECT (SELECT MAX(id) FROM (SELECT id FROM ${t} WHERE id > ? ORDER BY id LIMIT ?) AS examined) AS last_id, (SELECT MAX(id) FROM ${t}) AS highest_id`,
+    // Cancelled rows go as dead ones do. With a feed being read (`feedHold` not null), a delivery
+    // goes only once it has a position no higher than the one every feed acknowledged. Values:
+    // after id, up to id, dead before, delivered before, feed hold, feed hold.
     prunable: `SELECT old.id FROM ${t} AS old WHERE old.id > ? AND old.id <= ? AND (
-        (old.state = 'dead' AND old.updated_at < ?)
-        OR (old.state = 'delivered' AND old.updated_at < ? AND (old.remote_track_id IS NULL OR EXISTS (
+        (old.state IN ('dead', 'cancelled') AND old.updated_at < ?)
+        OR (old.state = 'delivered' AND old.updated_at < ? AND (? IS NULL OR old.feed_position <= ?) AND (old.remote_track_id IS NULL OR EXISTS (
           SELECT 1 FROM ${t} AS newer WHERE newer.panel = old.panel AND newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
             AND (COALESCE(newer.delivered_seq, 0) > COALESCE(old.delivered_seq, 0) OR (COALESCE(newer.delivered_seq, 0) = COALESCE(old.delivered_seq, 0) AND newer.id > old.id))))))`,
-    prune: withLists((ids) => `DELETE FROM ${t} WHERE id IN (${ids}) AND ((state = 'dead' AND updated_at < ?) OR (state = 'delivered' AND updated_at < ?))`),
+    prune: withLists(
+      (ids) =>
+        `DELETE FROM ${t} WHERE id IN (${ids}) AND ((state IN ('dead', 'cancelled') AND updated_at < ?) OR (state = 'delivered' AND updated_at < ? AND (? IS NULL OR feed_position <= ?)))`,
+    ),
     counts: `SELECT state, COUNT(*) AS n FROM ${t} WHERE ${PANEL_SCOPE} GROUP BY state`,
     oldestPending: `SELECT MIN(created_at) AS at FROM ${t} WHERE state = 'pending' AND ${PANEL_SCOPE}`,
     list: `SELECT * FROM ${t} WHERE (? IS NULL OR state = ?) AND (? IS NULL OR id = ?) AND ${PANEL_SCOPE}

@@ -9,6 +9,7 @@ import { explainedStore } from '../shared/sql-work.js';
 import { createMysqlClaims } from './mysql-claims.js';
 import { createMysqlEnqueuer } from './mysql-enqueue.js';
 import { databaseFailure } from './mysql-errors.js';
+import { createMysqlOperations } from './mysql-operations.js';
 import { fitText, MAX_LIST, type MysqlValue, padded, rowCount, run } from './mysql-params.js';
 import {
   headerOf,
@@ -30,7 +31,7 @@ export interface MysqlOutboxStoreOptions {
   pool: MysqlPool;
   /** Database (schema) of the tables. @default the pool's database */
   database?: string;
-  /** Name of the table (with `<table>_tracks` and `<table>_migrations` beside it). @default 'release_outbox' */
+  /** Name of the table (with `<table>_tracks`, `<table>_controls` and `<table>_migrations` beside it). @default 'release_outbox' */
   table?: string;
   /**
    * The clock leases and due times are reckoned on. `'database'`: the server's, the one clock all
@@ -49,7 +50,7 @@ export interface MysqlOutboxStore extends OutboxStore {
 const DUPLICATE_KEY = 1062;
 /** What `last_error` (a TEXT) holds, in bytes of UTF-8. */
 const LAST_ERROR_BYTES = 65_535;
-const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations" or "_tracks"';
+const TABLE_RULE = 'must be a lower-case SQL name (letters, digits, _; at most 50) not ending in "_migrations", "_tracks" or "_controls"';
 
 export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxStore {
   if (typeof options !== 'object' || options === null)
@@ -75,7 +76,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       optionError('pool', 'is not a mysql2/promise pool', "Pass `mysql.createPool({ uri })` with `import mysql from 'mysql2/promise'` (npm install mysql2)."),
     );
   const table = options.table ?? 'release_outbox';
-  if (typeof table !== 'string' || !validIdentifier(table) || table.length > 50 || table.endsWith('_migrations') || table.endsWith('_tracks'))
+  if (typeof table !== 'string' || !validIdentifier(table) || table.length > 50 || /_(migrations|tracks|controls)$/.test(table))
     problems.add(optionError('table', TABLE_RULE, 'Pass e.g. "release_outbox".'));
   if (options.database !== undefined && (typeof options.database !== 'string' || !validIdentifier(options.database)))
     problems.add(optionError('database', 'must be a lower-case SQL name (letters, digits, _; at most 64)', "Leave it out to use the pool's database."));
@@ -167,6 +168,7 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       );
     },
     ...claims,
+    ...createMysqlOperations({ names, now: sql.now, query, inTransaction }),
     settle,
     settleMany: (settles: readonly SettleRequest[], owner: string) => settleEach(settles, ({ claim, outcome, nowMs }) => settle(claim, owner, outcome, nowMs)),
     async recheck(held) {
@@ -234,15 +236,16 @@ export function mysqlOutboxStore(options: MysqlOutboxStoreOptions): MysqlOutboxS
       }
       return requeued;
     },
-    async prune({ deliveredBefore, deadBefore, afterId, limit }) {
+    async prune({ deliveredBefore, deadBefore, feedHold, afterId, limit }) {
       // Without DELETE on the table, say which privilege is missing (retention runs every hour).
       const range = rowsOf(await query(sql.pruneRange, [afterId, rowCount(limit)]))[0];
       const [lastId, highestId] = [num(range?.last_id), num(range?.highest_id)];
       if (lastId === undefined) return { deleted: 0, lastId, highestId };
-      const found = rowsOf(await query(sql.prunable, [afterId, lastId, deadBefore, deliveredBefore])).map((r) => Number(r.id));
+      const hold = [orNull(feedHold), orNull(feedHold)];
+      const found = rowsOf(await query(sql.prunable, [afterId, lastId, deadBefore, deliveredBefore, ...hold])).map((r) => Number(r.id));
       if (found.length === 0) return { deleted: 0, lastId, highestId };
       const ids = padded(found, 0);
-      const deleted = await run(pool, sql.prune(ids.length), [...ids, deadBefore, deliveredBefore]).catch((error: unknown) =>
+      const deleted = await run(pool, sql.prune(ids.length), [...ids, deadBefore, deliveredBefore, ...hold]).catch((error: unknown) =>
         Promise.reject(privilegeError(names, error)),
       );
       return { deleted: headerOf(deleted).affectedRows, lastId, highestId };

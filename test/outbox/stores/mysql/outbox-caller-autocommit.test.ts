@@ -35,7 +35,7 @@ async function withAc0<T>(
     return await work({ table, appPool, outbox, storePool });
   } finally {
     await outbox.close();
-    await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_own`);
+    await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls, ${table}_own`);
     await Promise.all([storePool.end(), appPool.end()]);
   }
 }

@@ -67,7 +67,7 @@ async function hammer(level: 'READ COMMITTED' | 'REPEATABLE READ', tracks: (call
     };
   } finally {
     await outbox.close();
-    await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_own`);
+    await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls, ${table}_own`);
     await Promise.all([storePool.end(), appPool.end()]);
   }
 }

@@ -82,7 +82,7 @@ describe.skipIf(!haveMysql)('an enqueue failing in a REPEATABLE READ caller tran
       expect({ misled: misled.length, halves }).toEqual({ misled: 0, halves: 0 });
     } finally {
       await outbox.close();
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_own`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls, ${table}_own`);
       await Promise.all([storePool.end(), appPool.end()]);
     }
   }, 120_000);

@@ -71,7 +71,7 @@ describe.skipIf(!haveMysql)('a Kysely REPEATABLE READ transaction rolled back wh
       expect({ misled: misled.length, halves: (torn as unknown[]).length }).toEqual({ misled: 0, halves: 0 });
     } finally {
       await outbox.close();
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_own`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls, ${table}_own`);
       await Promise.all([storePool.end(), db.destroy()]);
     }
   }, 180_000);

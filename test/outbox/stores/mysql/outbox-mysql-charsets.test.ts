@@ -24,7 +24,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await emulator.close();
   if (!haveMysql) return;
-  for (let i = 1; i <= tables; i++) await admin.query(`DROP TABLE IF EXISTS ${PREFIX}_${i}, ${PREFIX}_${i}_tracks, ${PREFIX}_${i}_migrations`);
+  for (let i = 1; i <= tables; i++)
+    await admin.query(`DROP TABLE IF EXISTS ${PREFIX}_${i}, ${PREFIX}_${i}_tracks, ${PREFIX}_${i}_migrations, ${PREFIX}_${i}_controls`);
   await Promise.all([...pools, admin].map((pool) => pool.end()));
 });
 

@@ -21,7 +21,7 @@ afterAll(async () => {
   await emulator.close();
   if (!haveMysql) return;
   for (const host of ['%', 'localhost']) await admin.query(`DROP USER IF EXISTS '${user}'@'${host}'`);
-  await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
   await admin.end();
 });
 
@@ -31,7 +31,7 @@ describe.skipIf(!haveMysql)('the MySQL store with a user lacking DELETE', () => 
     const [[{ db }]] = (await admin.query('SELECT DATABASE() AS db')) as unknown as [[{ db: string }]];
     for (const host of ['%', 'localhost']) {
       await admin.query(`CREATE USER IF NOT EXISTS '${user}'@'${host}' IDENTIFIED BY 'pw'`);
-      for (const name of [table, `${table}_tracks`, `${table}_migrations`])
+      for (const name of [table, `${table}_tracks`, `${table}_controls`, `${table}_migrations`])
         await admin.query(`GRANT SELECT, INSERT, UPDATE ON \`${db}\`.\`${name}\` TO '${user}'@'${host}'`);
     }
     const url = new URL(MYSQL_URL);
@@ -46,7 +46,7 @@ describe.skipIf(!haveMysql)('the MySQL store with a user lacking DELETE', () => 
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
         await connection.beginTransaction();
         await expect(outbox.enqueue({ title: 'In my transaction', remote_track_id: 'mine' }, { transaction: connection })).rejects.toThrow(
-          /lacks a privilege .* GRANT SELECT, INSERT, UPDATE, DELETE ON each of the three tables \(DELETE for retention, and for an enqueue in your transaction/,
+          /lacks a privilege .* GRANT SELECT, INSERT, UPDATE, DELETE ON each of the four tables \(DELETE for retention, and for an enqueue in your transaction/,
         );
         await connection.rollback();
       } finally {

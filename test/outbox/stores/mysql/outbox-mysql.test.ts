@@ -35,7 +35,7 @@ afterAll(async () => {
   if (!haveMysql) return;
   for (let i = 1; i <= tables; i++) {
     const table = `${PREFIX}_${i}`;
-    await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, own_${table}`);
+    await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls, own_${table}`);
   }
   await admin.query(`DROP USER IF EXISTS '${NOPRIVS}'@'%', '${NOPRIVS}'@'localhost', '${NOPRIVS}'@'127.0.0.1'`);
   await Promise.all(pools.map((pool) => pool.end()));
@@ -222,8 +222,8 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
     it('run once however many stores start together, and refuse a table of a newer version', async () => {
       const table = freshTable();
       await Promise.all(Array.from({ length: 4 }, () => mysqlOutboxStore({ pool: newPool(), table }).migrate()));
-      const [versions] = await admin.query(`SELECT version FROM ${table}_migrations`);
-      expect(versions).toEqual([{ version: 1 }]);
+      const [versions] = await admin.query(`SELECT version FROM ${table}_migrations ORDER BY version`);
+      expect(versions).toEqual([{ version: 1 }, { version: 2 }]);
       await admin.query(`INSERT INTO ${table}_migrations VALUES (99, 0)`);
       await expect(mysqlOutboxStore({ pool: newPool(), table }).migrate()).rejects.toThrow(/holds outbox schema v99, written by a newer version/);
     });
@@ -258,17 +258,17 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
       const weak = newPool({ uri: url.toString() });
       const table = freshTable();
       await admin.query(`GRANT SELECT ON ${url.pathname.slice(1)}.* TO '${NOPRIVS}'@'%'`);
-      await expect(mysqlOutboxStore({ pool: weak, table }).enqueue(newRow('{}'), 1)).rejects.toThrow(/lacks a privilege .*GRANT CREATE, INDEX ON/);
+      await expect(mysqlOutboxStore({ pool: weak, table }).enqueue(newRow('{}'), 1)).rejects.toThrow(/lacks a privilege .*GRANT CREATE, ALTER, INDEX ON/);
       // Created by the owner, granted what the docs say but DELETE: retention says so.
       await mysqlOutboxStore({ pool: admin, table }).migrate();
-      for (const name of [table, `${table}_tracks`]) await admin.query(`GRANT SELECT, INSERT, UPDATE ON ${name} TO '${NOPRIVS}'@'%'`);
+      for (const name of [table, `${table}_tracks`, `${table}_controls`]) await admin.query(`GRANT SELECT, INSERT, UPDATE ON ${name} TO '${NOPRIVS}'@'%'`);
       const granted = mysqlOutboxStore({ pool: weak, table });
       await granted.enqueue(newRow('{}', 't'), 1);
       await expect(granted.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 10 })).resolves.toMatchObject({ deleted: 0 });
       const [[dead]] = (await admin.query(`SELECT id FROM ${table} LIMIT 1`)) as unknown as [[{ id: number }]];
       await admin.query(`UPDATE ${table} SET state = 'dead', updated_at = 1 WHERE id = ?`, [dead.id]);
       await expect(granted.prune?.({ deliveredBefore: 2, deadBefore: 2, afterId: 0, limit: 10 })).rejects.toThrow(
-        /lacks a privilege .*DELETE ON each of the three tables \(DELETE for retention, and for an enqueue in your transaction/,
+        /lacks a privilege .*DELETE ON each of the four tables \(DELETE for retention, and for an enqueue in your transaction/,
       );
     });
 
@@ -289,7 +289,8 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore()', () => {
     it('names bad options', () => {
       expect(() => mysqlOutboxStore({ pool: {} as never })).toThrow(/`pool` is not a mysql2\/promise pool/);
       expect(() => mysqlOutboxStore({ pool: admin, table: 'x; DROP TABLE y' })).toThrow(/`table` must be a lower-case SQL name/);
-      expect(() => mysqlOutboxStore({ pool: admin, table: 'q_tracks' })).toThrow(/not ending in "_migrations" or "_tracks"/);
+      expect(() => mysqlOutboxStore({ pool: admin, table: 'q_tracks' })).toThrow(/not ending in "_migrations", "_tracks" or "_controls"/);
+      expect(() => mysqlOutboxStore({ pool: admin, table: 'q_controls' })).toThrow(/not ending in "_migrations", "_tracks" or "_controls"/);
       expect(() => mysqlOutboxStore({ pool: admin, database: 'Bad-Name' })).toThrow(/`database` must be a lower-case SQL name/);
       expect(() => mysqlOutboxStore({ pool: admin, leaseClock: 'host' as never })).toThrow(/`leaseClock` must be 'database' or 'outbox'/);
     });

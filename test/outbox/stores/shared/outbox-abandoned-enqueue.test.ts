@@ -90,7 +90,7 @@ describe.skipIf(!haveMysql)('enqueue({ transaction }) on MySQL/MariaDB, not awai
       } finally {
         await outbox.close();
         await appPool.query(`DROP TABLE IF EXISTS ${table}_own`);
-        await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+        await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
         await Promise.all([storePool.end(), appPool.end()]);
       }
     },

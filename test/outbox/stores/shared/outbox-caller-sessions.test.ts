@@ -66,7 +66,7 @@ describe.skipIf(!haveMysql)('a MySQL caller connection with autocommit = 0', () 
     } finally {
       await outbox.close();
       await appPool.query(`DROP TABLE IF EXISTS ${table}_own`).catch(() => {});
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
       await Promise.all([storePool.end(), appPool.end()]);
     }
   });
@@ -108,7 +108,7 @@ describe.skipIf(!haveMysql)('Drizzle on a MySQL pool with autocommit = 0', () =>
       expect({ stored, sent }).toEqual({ stored: [], sent: [] });
     } finally {
       await outbox.close();
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
       await Promise.all([storePool.end(), appPool.end()]);
     }
   });
@@ -211,7 +211,7 @@ describe.skipIf(!haveMysql)('late statements of a rolled-back enqueue on MySQL',
       expect(waited).toBeLessThan(500);
     } finally {
       await outbox.close();
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
       await Promise.all([storePool.end(), appPool.end()]);
     }
   });
@@ -252,7 +252,7 @@ describe.skipIf(!haveMysql)('Kysely on MySQL, an enqueue not awaited, the callba
     } finally {
       await outbox.close();
       await db.destroy();
-      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+      await storePool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
       await storePool.end();
     }
   });

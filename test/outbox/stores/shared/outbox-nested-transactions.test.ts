@@ -107,7 +107,7 @@ describe.each(['postgres', 'mysql'] as const)('Knex on %s: an enqueue in flight 
           await storePool.end();
         }
         if (myPool) {
-          await myPool.query(`DROP TABLE IF EXISTS ${name}, ${name}_tracks, ${name}_migrations`);
+          await myPool.query(`DROP TABLE IF EXISTS ${name}, ${name}_tracks, ${name}_migrations, ${name}_controls`);
           await myPool.end();
         }
       }
