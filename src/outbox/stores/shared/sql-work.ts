@@ -30,6 +30,10 @@ export const WORK = {
   adoptUnassigned: 'write',
   requeueDead: 'write',
   prune: 'retention',
+  cancel: 'write',
+  controls: 'read',
+  setControl: 'write',
+  deliveries: 'read',
 } as const satisfies Record<string, SqlWork>;
 
 /** `store` whose calls named in WORK reject with what `failure` makes of an error met while doing that work. */
