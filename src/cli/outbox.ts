@@ -7,10 +7,12 @@ import { shownPanel, validatePanelId } from '../panel-id.js';
 import { escapeControls, jsonLine } from '../text.js';
 import { EXIT, type Io, parseFlags } from './io.js';
 import { openOutboxStore, outboxFromEnv } from './outbox-location.js';
+import { OPERATIONS, OPERATIONS_HELP, OPERATIONS_USAGE, runOperation } from './outbox-operations.js';
 
 const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--panel ID] [--limit N] [--json] [--outbox FILE|URL]
        panel-license outbox panels [--limit N] [--json] [--outbox FILE|URL]
        panel-license outbox retry ID|--all-dead [--panel ID] [--outbox FILE|URL]
+${OPERATIONS_USAGE}
 
   --outbox FILE|URL   SQLite file (default: $PANEL_LICENSE_OUTBOX, else ./data/outbox.db), or a
                       PostgreSQL URL such as postgres://user@host/db?schema=public&table=release_outbox
@@ -20,9 +22,10 @@ const USAGE = `Usage: panel-license outbox [--state pending|delivered|dead] [--p
 
 "panels" lists the panels with pending or dead releases, most pending first.
 "retry" moves dead releases back to the queue; the next push or panel process delivers them.
-A dead release whose track was queued again since stays dead: its content is out of date.`;
+A dead release whose track was queued again since stays dead: its content is out of date.
+${OPERATIONS_HELP}`;
 
-const STATES = ['pending', 'delivered', 'dead'];
+const STATES = ['pending', 'delivered', 'dead', 'cancelled'];
 
 /**
  * Listing and re-queuing never send anything: the outbox is opened without its worker. Listing
@@ -49,6 +52,9 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
     outbox: { type: 'string' },
     'all-dead': { type: 'boolean', default: false },
     panel: { type: 'string' },
+    track: { type: 'string' },
+    reason: { type: 'string' },
+    after: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   } as const;
   const { values, positionals } = parseFlags(args, flags, USAGE);
@@ -58,11 +64,21 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
   }
   const file = (values.outbox as string | undefined) ?? outboxFromEnv(io.env);
   const [action, id] = positionals;
-  if (action !== undefined && action !== 'retry' && action !== 'panels') throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
+  const operation = OPERATIONS.find((name) => name === action);
+  if (action !== undefined && action !== 'retry' && action !== 'panels' && !operation) throw new UsageError(`Unknown outbox action "${action}".`, USAGE);
   const panel = panelFlag(values.panel as string | undefined);
   const limit = Number(values.limit ?? 100);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000.', USAGE);
   if (action === 'panels') return listPanels(file, limit, values.json === true, io);
+  if (operation) {
+    const outbox = await openOutbox(file, 'write');
+    const { track, reason, after } = values as { track?: string; reason?: string; after?: string };
+    try {
+      return await runOperation(operation, outbox, { positionals, panel, track, reason, after, limit, json: values.json === true }, io, USAGE);
+    } finally {
+      await outbox.closeAll();
+    }
+  }
   if (positionals.length > (action === 'retry' ? 2 : 1)) throw new UsageError(`Unexpected argument "${positionals.at(-1)}".`, USAGE);
 
   if (action === 'retry') {
@@ -102,7 +118,7 @@ export async function runOutbox(args: string[], io: Io): Promise<number> {
       return EXIT.ok;
     }
     const stats = await outbox.stats(scope);
-    io.out(`pending ${stats.pending} · delivered ${stats.delivered} · dead ${stats.dead}`);
+    io.out(`pending ${stats.pending} · delivered ${stats.delivered} · dead ${stats.dead} · cancelled ${stats.cancelled}${stats.paused ? ' · paused' : ''}`);
     for (const row of rows) {
       const outcome = row.state === 'delivered' ? `release_id ${row.releaseId ?? 'unknown'}` : (row.lastError ?? '');
       const cells = [

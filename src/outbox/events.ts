@@ -77,12 +77,29 @@ export interface PrunedEvent {
   durationMs: number;
 }
 
+/** An operator (or your code) cancelled a pending release in this process: it is never sent. */
+export interface CancelledEvent {
+  id: number;
+  panel: string;
+  remoteTrackId: string | undefined;
+  /** Why, as given to `cancel` (kept as the row's `lastError`). */
+  reason: string;
+}
+
+/** Delivery was paused or resumed from this process (`panel` undefined: the whole outbox). */
+export interface PauseEvent {
+  panel: string | undefined;
+}
+
 export interface OutboxEvents {
   delivered: DeliveredEvent;
   retrying: RetryingEvent;
   dead: DeadEvent;
   error: OutboxErrorEvent;
   pruned: PrunedEvent;
+  cancelled: CancelledEvent;
+  paused: PauseEvent;
+  resumed: PauseEvent;
 }
 
 export type OutboxEventName = keyof OutboxEvents;

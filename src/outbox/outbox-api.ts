@@ -1,6 +1,14 @@
 // What createReleaseOutbox() gives its caller: the outbox's methods, and what they take and answer.
 import type { Release } from '../release.js';
 import type { OutboxEventName, OutboxListener } from './events.js';
+import type { DeliveriesQuery, DeliveryPage } from './operations/delivery-feed.js';
+import type { CancelOptions, CancelResult } from './operations/operator-api.js';
+import type { PausedNow } from './operations/pauses.js';
+
+export type { DeliveriesQuery, Delivery, DeliveryPage } from './operations/delivery-feed.js';
+export type { CancelOptions, CancelResult } from './operations/operator-api.js';
+export type { PausedNow } from './operations/pauses.js';
+
 import type { EnqueueOptions, EnqueueResult, OutboxState, PanelCounts } from './store.js';
 
 export interface OutboxStats {
@@ -16,6 +24,11 @@ export interface OutboxStats {
    * being recorded (at most `max(concurrency, 8)` more).
    */
   inFlight: number;
+  /**
+   * An operator paused delivery (`pause()`) of the whole outbox or of this panel, as this process
+   * last read it (at most a second old): releases wait, nothing is lost.
+   */
+  paused: boolean;
   /** Epoch ms until which this worker holds off after failures (mother down, 401, Retry-After). */
   pausedUntil: number | undefined;
   /** When the oldest pending release was stored (epoch ms); undefined when none is pending (or a custom store cannot tell). */
@@ -105,6 +118,34 @@ export interface ReleaseOutbox {
   drain(options?: { signal?: AbortSignal }): Promise<OutboxStats>;
   /** Stops the worker, waits for pushes in flight to be recorded, and closes the store it opened. */
   close(): Promise<void>;
+  /**
+   * Cancels a pending release: it is never sent (`cancelled`), or says why not — `delivered` (too
+   * late: the mother has it, `releaseId`), `dead`, `already-cancelled`, `not-found`. A release a
+   * worker is sending right now is waited for (that attempt, at most its lease), then cancelled if
+   * it did not reach the mother; `{ wait: false }` answers `in-flight` at once instead.
+   */
+  cancel(id: number, options?: CancelOptions): Promise<CancelResult>;
+  /** Cancels the pending release of one track (`remote_track_id`): an artist deleted it. Same answers as `cancel`. */
+  cancelTrack(remoteTrackId: string, options?: CancelOptions): Promise<CancelResult>;
+  /**
+   * Pauses delivery of the whole outbox (with `panels`; a single-panel outbox pauses its panel) or
+   * of one panel (`{ panel }`). Kept in the store: every process sharing it stops claiming within
+   * a second, and so does a restart. Releases keep being stored and wait; pushes already in flight
+   * finish. Resolves once the pause is stored.
+   */
+  pause(query?: PanelQuery): Promise<void>;
+  /** Ends a pause set by `pause` (with the same `panel`); delivery goes on at once. */
+  resume(query?: PanelQuery): Promise<void>;
+  /** What is paused now, read from the store. */
+  paused(): Promise<PausedNow>;
+  /**
+   * Every delivery in the order the store recorded it, after the position `after` (see
+   * docs/outbox.md, "Learning every delivery"): keep `cursor` in your own database with what
+   * you did with the page, and no crash loses or repeats a delivery.
+   */
+  deliveries(query?: DeliveriesQuery): Promise<DeliveryPage>;
+  /** Stops a named feed holding back retention. */
+  forgetFeed(name: string): Promise<void>;
   on<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
   off<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
 }

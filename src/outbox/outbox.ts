@@ -6,6 +6,8 @@ import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { isWellFormedText } from '../text.js';
 import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxTelemetry } from './events.js';
+import { operatorApi } from './operations/operator-api.js';
+import { Pauses } from './operations/pauses.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
 import type { OutboxEntry, OutboxStats, ReleaseOutbox } from './outbox-api.js';
 import { manyPanelsRouting, singlePanelRouting } from './panels/panel-routing.js';
@@ -15,6 +17,7 @@ import { createRetentionRunner } from './retention.js';
 import { type EnqueueResult, type OutboxStore, type PanelScope, type StoredRow, UNASSIGNED_PANEL } from './store.js';
 import { memoryOutboxStore } from './stores/memory/memory-store.js';
 import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
+import { reportError } from './worker/failure.js';
 import { createDeliveryWorker } from './worker/worker.js';
 
 export type { OutboxEnqueueOptions, OutboxEntry, OutboxStats, PanelQuery, ReleaseOutbox } from './outbox-api.js';
@@ -48,11 +51,17 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     panels.kind === 'one'
       ? singlePanelRouting(store, panels.client, panels.panel)
       : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now }));
+  const pauses = new Pauses(
+    store,
+    () => worker.kick(),
+    (error) => reportError(events, error, undefined),
+  );
   const worker = createDeliveryWorker({
     ...config,
     store,
     routing,
     events,
+    pauses,
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     onProgress: () => void checkDrained(),
   });
@@ -73,7 +82,10 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   async function stats(scope: PanelScope = scoping.scope('stats', undefined)): Promise<OutboxStats> {
     const [counts, oldestPendingAt] = await Promise.all([store.counts(scope), store.oldestPending?.(scope)]);
     const failingPanels = worker.failingPanels();
-    return { panel: scope.panel, ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt, failingPanels };
+    // A running worker reads the pauses every second; without one (the CLI, the console's own outbox) read them now.
+    if (!worker.isRunning()) await pauses.refresh();
+    const paused = pauses.allPaused || (scope.panel !== undefined && pauses.isPaused(scope.panel));
+    return { panel: scope.panel, ...counts, inFlight: worker.inFlight(), pausedUntil: worker.pausedUntil(), oldestPendingAt, failingPanels, paused };
   }
 
   /** Rows stored before rows recorded their panel wait for adoption: say so once, at start. */
@@ -129,7 +141,9 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     return result;
   };
 
+  const operations = operatorApi({ store, scoping, events, pauses, now: config.now, kick: () => worker.kick(), assertOpen });
   const outbox: ReleaseOutbox = {
+    ...operations,
     async enqueue(release, options) {
       assertOpen('enqueue');
       const { panel, storeOptions } = scoping.enqueueTarget('enqueue', options);

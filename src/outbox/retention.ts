@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type OptionProblems, optionError, optionNames, positiveInteger, shown, timerMs } from '../options.js';
 import type { OutboxEmitter } from './events.js';
+import { feedHold } from './operations/delivery-feed.js';
 import type { OutboxStore } from './store.js';
 import { createTroubleReporter } from './trouble.js';
 
@@ -91,7 +92,9 @@ export function createRetentionRunner(store: OutboxStore, policy: ResolvedRetent
     const startedAt = now();
     // `Infinity` keeps rows forever: a cutoff before any row (and one every store can take).
     const cutoff = (ageMs: number) => (Number.isFinite(ageMs) ? startedAt - ageMs : Number.MIN_SAFE_INTEGER);
-    const cutoffs = { deliveredBefore: cutoff(policy.deliveredMs), deadBefore: cutoff(policy.deadMs) };
+    // Named feeds of deliveries hold delivered rows until each has read past them (delivery-feed.ts).
+    const controls = store.controls ? await store.controls() : {};
+    const cutoffs = { deliveredBefore: cutoff(policy.deliveredMs), deadBefore: cutoff(policy.deadMs), feedHold: feedHold(controls) };
     let deleted = 0;
     let afterId = 0;
     let endId: number | undefined;

@@ -1,5 +1,5 @@
 // The row rules every outbox store applies: de-duplication on enqueue, and settling an attempt.
-import type { ClaimedRow, DeliveryOutcome, EnqueueResult, NewOutboxRow, OutboxState, SettleResult } from './store.js';
+import type { ClaimedRow, DeliveryOutcome, EnqueueResult, NewOutboxRow, OutboxState, PruneRequest, SettleResult } from './store.js';
 
 /** What an enqueue does, given the rows already stored for its `remote_track_id`. */
 export type EnqueuePlan =
@@ -252,19 +252,28 @@ export function mayRequeue(dead: TrackRow, rows: Iterable<TrackRow>): boolean {
  * Retention: a delivered row may be deleted once it is older than `deliveredBefore`, unless it is
  * the latest delivery of its `remote_track_id` (the one de-duplication compares with: kept for as
  * long as the track has no newer delivery). A dead row may be deleted once older than
- * `deadBefore`. Pending rows are never deleted. Age is `updated_at`: when the row was delivered
- * or refused.
+ * `deadBefore`, and so may a cancelled one. Pending rows are never deleted. Age is `updated_at`:
+ * when the row was delivered, refused or cancelled. While a feed of deliveries is read
+ * (`feedHold` defined), a delivered row also waits until it has a feed position no higher than
+ * `feedHold`: every feed has read past it.
  */
 export interface RetainedRow extends TrackRow {
   state: OutboxState;
   updatedAt: number;
   /** Order of deliveries (the highest per track is the latest); ties broken by id. */
   deliveredSeq: number | undefined;
+  /** Its place in the feed of deliveries, once a feed read gave it one. */
+  feedPosition: number | undefined;
 }
 
-export function mayPrune(row: RetainedRow, latestDeliveredOfTrack: RetainedRow | undefined, deliveredBefore: number, deadBefore: number): boolean {
-  if (row.state === 'dead') return row.updatedAt < deadBefore;
+export function mayPrune(
+  row: RetainedRow,
+  latestDeliveredOfTrack: RetainedRow | undefined,
+  { deliveredBefore, deadBefore, feedHold }: Pick<PruneRequest, 'deliveredBefore' | 'deadBefore' | 'feedHold'>,
+): boolean {
+  if (row.state === 'dead' || row.state === 'cancelled') return row.updatedAt < deadBefore;
   if (row.state !== 'delivered' || row.updatedAt >= deliveredBefore) return false;
+  if (feedHold !== undefined && (row.feedPosition === undefined || row.feedPosition > feedHold)) return false;
   return row.remoteTrackId === undefined || (latestDeliveredOfTrack !== undefined && latestDeliveredOfTrack.id !== row.id);
 }
 

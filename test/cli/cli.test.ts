@@ -105,7 +105,7 @@ describe('panel-license', () => {
 
       const list = fakeIo();
       expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
-      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 0');
+      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 0 · cancelled 0');
       expect(list.out.slice(1).every((l) => /\tdelivered\t/.test(l))).toBe(true);
     });
 
@@ -131,7 +131,7 @@ describe('panel-license', () => {
       expect(pushed.out.filter((l) => l.startsWith('delivered'))).toHaveLength(2);
       const list = fakeIo();
       expect(await main(['outbox', '--outbox', outbox], list.io)).toBe(EXIT.ok);
-      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 2');
+      expect(list.out[0]).toBe('pending 0 · delivered 2 · dead 2 · cancelled 0');
       // The dead rows were followed by newer content of their tracks: they stay dead.
       const retry = fakeIo();
       expect(await main(['outbox', 'retry', '1', '--outbox', outbox], retry.io)).toBe(EXIT.inactive);
@@ -193,7 +193,7 @@ describe('panel-license', () => {
       expect(await main(['push', file], fakeIo({ ...env(), PANEL_LICENSE_OUTBOX: outbox }).io)).toBe(EXIT.ok);
       const list = fakeIo();
       expect(await main(['outbox', '--outbox', outbox, '--state', 'delivered'], list.io)).toBe(EXIT.ok);
-      expect(list.out[0]).toBe('pending 0 · delivered 1 · dead 0');
+      expect(list.out[0]).toBe('pending 0 · delivered 1 · dead 0 · cancelled 0');
       expect(list.out[1]).toMatch(/cli-env/);
     });
 

@@ -51,7 +51,16 @@ function outboxFor(options: Partial<ReleaseOutboxOptions> = {}, client: Partial<
 
 /** Records every event of an outbox, in order. */
 function recordEvents(outbox: ReleaseOutbox) {
-  const seen: { [E in OutboxEventName]: OutboxEvents[E][] } = { delivered: [], retrying: [], dead: [], error: [], pruned: [] };
+  const seen: { [E in OutboxEventName]: OutboxEvents[E][] } = {
+    delivered: [],
+    retrying: [],
+    dead: [],
+    error: [],
+    pruned: [],
+    cancelled: [],
+    paused: [],
+    resumed: [],
+  };
   for (const name of Object.keys(seen) as OutboxEventName[]) outbox.on(name, (event) => (seen[name] as unknown[]).push(event));
   return seen;
 }

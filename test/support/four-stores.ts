@@ -62,7 +62,7 @@ export function mysqlTestStore(url = MYSQL_URL, leaseClock: LeaseClock = 'databa
   const table = `test_four_${process.pid}_${++made}`;
   cleanups.push(async () => {
     const admin = await mysql.createConnection({ uri: MYSQL_URL });
-    await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`).finally(() => admin.end());
+    await admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`).finally(() => admin.end());
   });
   const store = mysqlOutboxStore({ pool, table, leaseClock });
   return { store, close: () => Promise.resolve(store.close()).finally(() => pool.end()) };

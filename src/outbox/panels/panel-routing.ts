@@ -1,6 +1,7 @@
 // Which rows a worker claims and whose credentials send them: one panel (a client), or many (a resolver).
 import { PanelDeliveryError } from '../../errors.js';
 import { shownPanel } from '../../panel-id.js';
+import type { Pauses } from '../operations/pauses.js';
 import type { ReleaseSender } from '../release-sender.js';
 import type { ClaimedRow, ClaimRequest, OutboxStore } from '../store.js';
 import type { PanelHolds } from './panel-holds.js';
@@ -19,9 +20,11 @@ export interface ClaimOutcome {
 export interface PanelRouting {
   /** The panel of a single-panel outbox; undefined with `panels`. */
   readonly panel: string | undefined;
-  /** Claims rows for free slots: none of a held panel, one of a panel that is probing. */
-  /** `capPerPanel`: skip panels at their share of slots (see PanelHolds.claimFilter). */
-  claim(request: ClaimBase, holds: PanelHolds, capPerPanel: boolean): Promise<ClaimOutcome>;
+  /**
+   * Claims rows for free slots: none of a held or paused panel, one of a panel that is probing.
+   * `capPerPanel`: skip panels at their share of slots (see PanelHolds.claimFilter).
+   */
+  claim(request: ClaimBase, holds: PanelHolds, capPerPanel: boolean, pauses: Pauses): Promise<ClaimOutcome>;
   /** The sender of `panel`'s releases; throws a PanelDeliveryError when there is none. */
   senderFor(panel: string): ReleaseSender | Promise<ReleaseSender>;
 }
@@ -30,7 +33,8 @@ export interface PanelRouting {
 export function singlePanelRouting(store: OutboxStore, client: ReleaseSender, panel: string): PanelRouting {
   return {
     panel,
-    async claim(request, holds) {
+    async claim(request, holds, _capPerPanel, pauses) {
+      if (pauses.isPaused(panel)) return { rows: [], more: false, heldUntil: undefined };
       const heldUntil = holds.heldUntil(panel);
       if (heldUntil !== undefined) return { rows: [], more: false, heldUntil };
       const probe = holds.isFailing(panel);
@@ -62,10 +66,12 @@ export function manyPanelsRouting(store: OutboxStore, senders: PanelSenders): Pa
   let cursor = '';
   return {
     panel: undefined,
-    async claim(request, holds, capPerPanel) {
+    async claim(request, holds, capPerPanel, pauses) {
+      if (pauses.allPaused) return { rows: [], more: false, heldUntil: undefined };
       const { skip, probe, nextAt } = holds.claimFilter(capPerPanel);
       const maxPanels = Math.max(PANELS_PER_CLAIM, 4 * request.limit);
-      const { rows, lastPanel } = await claimFair({ ...request, after: cursor, maxPanels, skipPanels: skip, probePanels: probe });
+      const skipPanels = pauses.pausedPanels().length === 0 ? skip : [...skip, ...pauses.pausedPanels()];
+      const { rows, lastPanel } = await claimFair({ ...request, after: cursor, maxPanels, skipPanels, probePanels: probe });
       cursor = lastPanel ?? '';
       const probing = new Set(probe);
       for (const row of rows) if (probing.has(row.panel)) holds.probeStarted(row.panel);

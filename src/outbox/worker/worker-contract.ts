@@ -1,5 +1,6 @@
 // What the delivery worker (worker.ts) takes from the outbox, and what it offers it.
 import type { OutboxEmitter } from '../events.js';
+import type { Pauses } from '../operations/pauses.js';
 import type { ResolvedOutboxConfig } from '../options.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow, EnqueueLease, OutboxStore } from '../store.js';
@@ -13,6 +14,8 @@ export type WorkerConfig = Pick<
   /** Which rows to claim, and whose credentials send each. */
   routing: PanelRouting;
   events: OutboxEmitter;
+  /** What operators paused (read from the store): nothing of a paused panel is claimed or sent. */
+  pauses: Pauses;
   /** Lease owner name, unique per outbox instance. */
   owner: string;
   /** Called after every recorded attempt and every poll tick; drain() checks the counts there. */

@@ -25,7 +25,7 @@ const STORE_TROUBLE_REPEAT_MS = 60_000;
 const MAX_PARTIAL_CLAIMS = 16;
 
 export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
-  const { store, routing, events, owner, now, concurrency } = config;
+  const { store, routing, events, owner, now, concurrency, pauses } = config;
   // Back-off per panel, probes and per-panel shares of the slots (slots.ts).
   const holds = holdsForWorker(config, concurrency, routing.panel === undefined);
   const attempt = createAttempts(config, routing, holds);
@@ -112,10 +112,11 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   function startReady(): void {
     for (let first = ready.first(); first !== undefined && slots.open() > 0; first = ready.first()) {
       // Without claiming ahead a row never waits: it is claimed for a free slot.
-      const waitedTooLong = !running || ahead.waitedTooLong(first.claimedAt);
-      if (!waitedTooLong && !ready.current(first)) return;
+      // Paused since it was claimed: back unsent (it waits in the store, no attempt counted).
+      const goesBack = !running || ahead.waitedTooLong(first.claimedAt) || pauses.isPaused(first.row.panel);
+      if (!goesBack && !ready.current(first)) return;
       ready.shift();
-      if (waitedTooLong) handBack(first.row);
+      if (goesBack) handBack(first.row);
       else startDelivery(first.row);
     }
   }
@@ -130,6 +131,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     let partialClaims = 0;
     // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
     let capPerPanel = true;
+    // Nothing is claimed before the pauses were read: a restart must not send what is paused.
+    if (!pauses.loaded && (await pauses.refresh(), !pauses.loaded)) return;
     while (running) {
       if (handOffs.claimNeedless()) return;
       const nowMs = now();
@@ -156,7 +159,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       const seenAt = performance.now();
       let claimed: Awaited<ReturnType<PanelRouting['claim']>>;
       try {
-        claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel);
+        claimed = await routing.claim({ owner, limit, nowMs, leaseMs: config.leaseMs, exclude: [...sending] }, holds, capPerPanel, pauses);
         storeTrouble.recovered();
       } catch (error) {
         return storeTrouble.report(error);
@@ -247,11 +250,12 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     start() {
       if (running) return;
       running = true;
+      void pauses.start();
       kick();
     },
     kick,
     leaseFor(panel) {
-      if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0) return undefined;
+      if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0 || !pauses.loaded || pauses.isPaused(panel)) return undefined;
       // Claims under way are not counted: while rows are handed off they bring few or none.
       if (ready.length + handOffs.outstanding >= Math.max(0, slots.open()) + ahead.count()) return undefined;
       handOffs.leased();
@@ -275,6 +279,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     async stop() {
       running = false;
       timer.stop();
+      pauses.stop();
       while (claiming.size > 0) await Promise.allSettled([...claiming]);
       // An enqueue may be inserting a row leased to this worker: it is handed back once it is in.
       await handOffs.settled();

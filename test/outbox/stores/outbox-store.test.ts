@@ -68,7 +68,7 @@ const unescapedPool = haveMysql ? mysql.createPool({ uri: MYSQL_URL, connectionL
 unescapedPool?.pool.on('connection', (connection) => connection.query(NO_BACKSLASH_ESCAPES_ON));
 afterAll(async () => {
   if (!mysqlPool) return;
-  for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`);
+  for (const table of mysqlTables) await mysqlPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`);
   await Promise.all([mysqlPool.end(), unescapedPool?.end()]);
 });
 
@@ -162,7 +162,7 @@ describe.each(stores)('%s', (_name, create) => {
       const second = await store.enqueue(row('Same'), T0);
       expect(first).toEqual({ id: 1, state: 'pending', releaseId: undefined, deduplicated: undefined });
       expect(second.id).toBe(2);
-      expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
+      expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0, cancelled: 0 });
     });
 
     it('replaces the payload of a pending row with the same remote_track_id, keeping its id and place', async () => {
@@ -183,7 +183,7 @@ describe.each(stores)('%s', (_name, create) => {
       await store.enqueue(row('Song', 't1'), T0);
       await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 77 }, T0);
       expect(await store.enqueue(row('Song', 't1'), T0)).toEqual({ id: 1, state: 'delivered', releaseId: 77, deduplicated: 'already-delivered' });
-      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 0 });
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 0, cancelled: 0 });
     });
 
     it('queues delivered content again when a later release of the track died, and that one can no longer be retried over it', async () => {
@@ -311,7 +311,7 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await store.requeueDead(1, T0)).toBe(0);
       await store.settle(await claimOne(store), A, { kind: 'delivered', releaseId: 2 }, T0);
       expect(await store.requeueDead(undefined, T0)).toBe(0);
-      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 1 });
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 1, dead: 1, cancelled: 0 });
     });
 
     it('brings back only the newest dead payload of a track, and every dead release without a track', async () => {
@@ -385,7 +385,7 @@ describe.each(stores)('%s', (_name, create) => {
       expect(await prune(store, T0 + 50 * DAY, 2, 2)).toEqual({ deleted: 2, lastId: 4, highestId: 5 });
       expect(await prune(store, T0 + 50 * DAY, 4, 2)).toEqual({ deleted: 1, lastId: 5, highestId: 5 });
       expect(await prune(store, T0 + 50 * DAY, 5, 2)).toEqual({ deleted: 0, lastId: undefined, highestId: undefined });
-      expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0 });
+      expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0, cancelled: 0 });
     });
   });
 
@@ -445,7 +445,7 @@ describe.each(stores)('%s', (_name, create) => {
       // v2 is what the mother holds now, although v1's record has the higher id.
       expect(await store.enqueue(row('v2', 't1'), T0)).toEqual({ id: 1, state: 'delivered', releaseId: 101, deduplicated: 'already-delivered' });
       expect(await store.enqueue(row('v1', 't1'), T0)).toMatchObject({ state: 'pending', deduplicated: undefined });
-      expect(await store.counts()).toEqual({ pending: 1, delivered: 2, dead: 0 });
+      expect(await store.counts()).toEqual({ pending: 1, delivered: 2, dead: 0, cancelled: 0 });
     });
 
     it('gives a payload replaced in flight its own chance when the older one is refused', async () => {
@@ -504,7 +504,7 @@ describe.each(stores)('%s', (_name, create) => {
       expect((await store.list({ state: 'dead', limit: 2 })).map((r) => r.id)).toEqual([1, 2]);
       expect(await store.requeueDead(99, T0)).toBe(0);
       expect(await store.requeueDead(undefined, T0 + 1)).toBe(4);
-      expect(await store.counts()).toEqual({ pending: 4, delivered: 0, dead: 0 });
+      expect(await store.counts()).toEqual({ pending: 4, delivered: 0, dead: 0, cancelled: 0 });
       expect((await store.list({ state: 'pending', limit: 10 }))[0]).toMatchObject({ attempts: 0, nextAttemptAt: T0 + 1 });
     });
 
@@ -626,6 +626,6 @@ describe('sqliteOutboxStore() group commit', () => {
     side.close();
     const outcomes = await Promise.allSettled([store.enqueue(row('a'), T0), store.enqueue(row('poison'), T0), store.enqueue(row('c'), T0)]);
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
-    expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0 });
+    expect(await store.counts()).toEqual({ pending: 0, delivered: 0, dead: 0, cancelled: 0 });
   });
 });

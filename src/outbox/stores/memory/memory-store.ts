@@ -14,12 +14,26 @@ import {
   UNASSIGNED_PANEL,
 } from '../../store.js';
 import { gatherHeads, panelRing, pickFairly } from '../shared/fair-claim.js';
+import { memoryOperations, type OperatedRow } from './memory-operations.js';
 
-interface MemoryRow extends StoredRow {
+interface MemoryRow extends OperatedRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
   deliveredSeq: number | undefined;
   historyOf: number | undefined;
 }
+
+/** A new row: never tried, leased, delivered or placed in the feed. */
+const NEVER_TRIED = {
+  attempts: 0,
+  lastError: undefined,
+  releaseId: undefined,
+  leaseOwner: undefined,
+  leaseExpiresAt: undefined,
+  deliveredAt: undefined,
+  deliveredSeq: undefined,
+  historyOf: undefined,
+  feedPosition: undefined,
+} as const;
 
 /** What adoption and requeues clear: no release_id, no delivery, no lease. */
 const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: undefined } as const;
@@ -93,9 +107,10 @@ export function memoryOutboxStore(): OutboxStore {
     return low;
   }
 
-  const toStored = ({ deliveredSeq: _seq, historyOf: _of, ...row }: MemoryRow): StoredRow => ({ ...row });
+  const toStored = ({ deliveredSeq: _seq, historyOf: _of, feedPosition: _at, ...row }: MemoryRow): StoredRow => ({ ...row });
 
   const store: OutboxStore = {
+    ...memoryOperations(open),
     enqueue(row, nowMs, options) {
       refuseTransaction('memory', options);
       let newestPending: MemoryRow | undefined;
@@ -115,23 +130,7 @@ export function memoryOutboxStore(): OutboxStore {
         Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, updatedAt: nowMs });
       }
       const insertedId =
-        plan.action === 'insert'
-          ? insert({
-              ...row,
-              state: 'pending',
-              attempts: 0,
-              nextAttemptAt: nowMs,
-              lastError: undefined,
-              releaseId: undefined,
-              leaseOwner: undefined,
-              leaseExpiresAt: undefined,
-              createdAt: nowMs,
-              updatedAt: nowMs,
-              deliveredAt: undefined,
-              deliveredSeq: undefined,
-              historyOf: undefined,
-            })
-          : undefined;
+        plan.action === 'insert' ? insert({ ...row, ...NEVER_TRIED, state: 'pending', nextAttemptAt: nowMs, createdAt: nowMs, updatedAt: nowMs }) : undefined;
       return enqueueResult(plan, insertedId);
     },
 
@@ -185,6 +184,7 @@ export function memoryOutboxStore(): OutboxStore {
           deliveredAt: nowMs,
           deliveredSeq: ++lastDeliveredSeq,
           historyOf: claim.id,
+          feedPosition: undefined,
         });
       }
       if (row && plan.update) apply(row, plan.update, nowMs);
@@ -267,7 +267,8 @@ export function memoryOutboxStore(): OutboxStore {
       return requeued;
     },
 
-    prune({ deliveredBefore, deadBefore, afterId, limit }) {
+    prune(request) {
+      const { afterId, limit } = request;
       const examined = [...open().values()].filter((row) => row.id > afterId).slice(0, limit);
       let highestId: number | undefined;
       for (const id of rows.keys()) highestId = Math.max(highestId ?? id, id);
@@ -280,7 +281,7 @@ export function memoryOutboxStore(): OutboxStore {
       let deleted = 0;
       for (const row of examined) {
         const latestOfTrack = row.remoteTrackId === undefined ? undefined : latest.get(trackKey(row));
-        if (mayPrune(row, latestOfTrack, deliveredBefore, deadBefore) && rows.delete(row.id)) deleted++;
+        if (mayPrune(row, latestOfTrack, request) && rows.delete(row.id)) deleted++;
       }
       if (deleted > 0) ids = ids.filter((kept) => rows.has(kept));
       return { deleted, lastId: examined.at(-1)?.id, highestId };

@@ -78,14 +78,14 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() when NO_BACKSLASH_ESCAPES is swi
     await onEverySession(pool, SESSIONS, NO_BACKSLASH_ESCAPES_ON);
 
     const scope = { panel: PROBE };
-    expect(await store.counts(scope)).toEqual({ pending: 0, delivered: 0, dead: 0 });
+    expect(await store.counts(scope)).toEqual({ pending: 0, delivered: 0, dead: 0, cancelled: 0 });
     expect(await store.oldestPending?.(scope)).toBeUndefined();
     expect(await store.requeueDead(undefined, 3000, scope)).toBe(0);
     expect(await store.list({ state: undefined, limit: 10, panel: PROBE })).toEqual([]);
     expect(await rowOf(table, dead)).toMatchObject({ state: 'dead' });
     expect(await probed(pool, SESSIONS)).toBe(0);
     // Still usable: the panel's own calls, claims and transactions included.
-    expect(await store.counts({ panel: 'panel-a' })).toEqual({ pending: 1, delivered: 0, dead: 1 });
+    expect(await store.counts({ panel: 'panel-a' })).toEqual({ pending: 1, delivered: 0, dead: 1, cancelled: 0 });
     expect(await store.requeueDead(dead, 3000, { panel: 'panel-a' })).toBe(1);
     expect(await store.claimDue({ panel: 'panel-a', owner: 'me', limit: 5, nowMs: 4000, leaseMs: 60_000 })).toHaveLength(2);
   });
@@ -136,7 +136,7 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() when NO_BACKSLASH_ESCAPES is swi
     const error = "HTTP 503: it's \\' down";
     await store.settle(claimed as ClaimedRow, "o'\\", { kind: 'retry', nextAttemptAt: 3000, error }, 2000);
     expect((await store.list({ state: undefined, limit: 10, id, panel })).map((row) => [row.panel, row.lastError])).toEqual([[panel, error]]);
-    expect(await store.counts({ panel: other })).toEqual({ pending: 1, delivered: 0, dead: 0 });
+    expect(await store.counts({ panel: other })).toEqual({ pending: 1, delivered: 0, dead: 0, cancelled: 0 });
   });
 });
 
@@ -246,7 +246,7 @@ describe.skipIf(!haveMysql)('mysqlOutboxStore() when MariaDB’s EMPTY_STRING_IS
       await outbox.drain({ signal: AbortSignal.timeout(10_000) });
       expect(await store.counts({ panel: 'tenant-b' })).toMatchObject({ pending: 0, delivered: 2 });
       // '' is the panel of rows stored before rows recorded one: there are none (not "every row").
-      expect(await store.counts({ panel: '' })).toEqual({ pending: 0, delivered: 0, dead: 0 });
+      expect(await store.counts({ panel: '' })).toEqual({ pending: 0, delivered: 0, dead: 0, cancelled: 0 });
       expect(await store.list({ state: undefined, limit: 10, panel: '' })).toEqual([]);
     } finally {
       await outbox.close();

@@ -360,7 +360,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
           uploader.enqueue(payload(claim.remoteTrackId as string), 3000),
         ]),
       );
-      expect(await worker.counts()).toEqual({ pending: 0, delivered: tracks.length, dead: 0 });
+      expect(await worker.counts()).toEqual({ pending: 0, delivered: tracks.length, dead: 0, cancelled: 0 });
     });
   });
 

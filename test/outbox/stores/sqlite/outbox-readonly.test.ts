@@ -65,7 +65,7 @@ describe('the SQLite outbox without write access', () => {
       if (!undo) return ctx.skip('cannot make a file unwritable on this file system (chattr/chmod had no effect)');
       try {
         const store = sqliteOutboxStore({ file, readonly: true });
-        expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0 });
+        expect(await store.counts()).toEqual({ pending: 2, delivered: 0, dead: 0, cancelled: 0 });
         expect((await store.list({ state: undefined, limit: 10 })).map((row) => row.id)).toEqual([1, 2]);
         expect(() => store.enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'x' }, 0)).toThrow(
           /opened read-only; enqueue\(\) needs it opened for writing/,
@@ -73,7 +73,7 @@ describe('the SQLite outbox without write access', () => {
         await store.close();
         const { io, out } = fakeIo();
         expect(await main(['outbox', '--outbox', file], io)).toBe(EXIT.ok);
-        expect(out[0]).toBe('pending 2 · delivered 0 · dead 0');
+        expect(out[0]).toBe('pending 2 · delivered 0 · dead 0 · cancelled 0');
       } finally {
         undo();
       }

@@ -1,0 +1,110 @@
+// Pauses of delivery: kept in the store (every process, and a restart, sees them), read again
+// about once a second by each running outbox, and known at once in the process that set them.
+
+import type { OutboxStore } from '../store.js';
+
+/** The control that pauses the whole outbox; `pause:<panel>` pauses one panel. */
+export const PAUSE_ALL = 'pause';
+const PANEL_PREFIX = 'pause:';
+
+/** How often a running outbox reads the pauses other processes set. */
+export const PAUSE_REFRESH_MS = 1_000;
+
+/** What is paused now, as this process knows it. */
+export interface PausedNow {
+  /** The whole outbox (every panel of the store). */
+  all: boolean;
+  /** Panels paused one by one. */
+  panels: string[];
+}
+
+export class Pauses {
+  private all = false;
+  private panels = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private reading: Promise<void> | undefined;
+  /** The pauses were read from the store once: until then nothing is claimed (a restart must not send what is paused). */
+  loaded = false;
+
+  /**
+   * `resumed`: something paused is no longer (here or by another process): the worker claims at
+   * once. `failed`: a read of the store failed (the last pauses known stay in force).
+   */
+  constructor(
+    private readonly store: OutboxStore,
+    private readonly resumed: () => void,
+    private readonly failed: (error: unknown) => void,
+  ) {}
+
+  /** Whether `panel`'s releases wait: the outbox or that panel is paused. */
+  isPaused(panel: string): boolean {
+    return this.all || (this.panels.size > 0 && this.panels.has(panel));
+  }
+
+  get allPaused(): boolean {
+    return this.all;
+  }
+
+  /** Panels paused one by one (a claim across panels skips them). */
+  pausedPanels(): string[] {
+    return [...this.panels];
+  }
+
+  now(): PausedNow {
+    return { all: this.all, panels: [...this.panels].sort() };
+  }
+
+  /** Whether the store can keep pauses (every built-in store can). */
+  get supported(): boolean {
+    return this.store.controls !== undefined && this.store.setControl !== undefined;
+  }
+
+  /** Pauses or resumes (`panel` undefined: the whole outbox), durably, then here at once. */
+  async set(panel: string | undefined, paused: boolean, nowMs: number): Promise<void> {
+    const name = panel === undefined ? PAUSE_ALL : `${PANEL_PREFIX}${panel}`;
+    await this.store.setControl?.(name, paused ? '1' : undefined, nowMs);
+    const wasPaused = panel === undefined ? this.all : this.panels.has(panel);
+    if (panel === undefined) this.all = paused;
+    else if (paused) this.panels.add(panel);
+    else this.panels.delete(panel);
+    if (wasPaused && !paused) this.resumed();
+  }
+
+  /** Reads the pauses from the store now (at start, and then every PAUSE_REFRESH_MS). */
+  refresh(): Promise<void> {
+    const controls = this.store.controls?.bind(this.store);
+    if (!controls) {
+      this.loaded = true;
+      return Promise.resolve();
+    }
+    this.reading ??= (async () => {
+      try {
+        const values = await controls();
+        const before = this.now();
+        this.all = values[PAUSE_ALL] !== undefined;
+        this.panels = new Set(Object.keys(values).flatMap((name) => (name.startsWith(PANEL_PREFIX) ? [name.slice(PANEL_PREFIX.length)] : [])));
+        this.loaded = true;
+        if ((before.all && !this.all) || before.panels.some((panel) => !this.panels.has(panel))) this.resumed();
+      } catch (error) {
+        this.failed(error);
+      } finally {
+        this.reading = undefined;
+      }
+    })();
+    return this.reading;
+  }
+
+  /** Reads the pauses now and then every PAUSE_REFRESH_MS until stop(); never keeps the process alive. */
+  start(): Promise<void> {
+    if (this.timer === undefined && this.supported) {
+      this.timer = setInterval(() => void this.refresh(), PAUSE_REFRESH_MS);
+      this.timer.unref();
+    }
+    return this.refresh();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
