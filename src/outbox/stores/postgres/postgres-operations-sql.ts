@@ -40,7 +40,8 @@ export function operationStatements({ table: t, controls }: TableNames, clock: '
     rowById: `${seen} FROM ${t} WHERE id = $1 AND ($2::text IS NULL OR panel = $2)`,
     newestOfTrack: `${seen} FROM ${t} WHERE panel = $1 AND remote_track_id = $2 ORDER BY id DESC LIMIT 1`,
 
-    controls: `SELECT name, value FROM ${controls}`,
+    // The feed's counter is the store's own, not a control an operator sets.
+    controls: `SELECT name, value FROM ${controls} WHERE name <> '${FEED_COUNTER}'`,
     setControl: `INSERT INTO ${controls} (name, value, updated_at) VALUES ($1, $2, $3)
       ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at`,
     removeControl: `DELETE FROM ${controls} WHERE name = $1`,

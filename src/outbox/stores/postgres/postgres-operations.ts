@@ -2,8 +2,9 @@
 // claims), shared control values, and the feed of deliveries in the order they committed.
 
 import type { OutboxState } from '../../store.js';
-import { type CancelAnswer, type CancelRequest, CONTROL_NAME_MAX, type FeedRequest, type FeedRow } from '../../store-operations.js';
-import { operationStatements } from './postgres-operations-sql.js';
+import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow } from '../../store-operations.js';
+import { checkControl } from '../memory/memory-operations.js';
+import { FEED_COUNTER, operationStatements } from './postgres-operations-sql.js';
 import { type PgPool, type PgQueryable, privilegeError, type TableNames } from './postgres-schema.js';
 import { num, orNull, type Row } from './postgres-sql.js';
 
@@ -16,8 +17,6 @@ export const STAMP_BATCH = 5_000;
 const MAX_STAMP_BATCHES = 20;
 /** A cancel that found no pending row reads the row again; it may have become pending meanwhile. */
 const CANCEL_ROUNDS = 5;
-/** Longest control value (a pause flag, a feed position in decimal). */
-export const CONTROL_VALUE_MAX = 64;
 
 export interface PgOperationsContext {
   pool: PgPool;
@@ -62,6 +61,8 @@ export function createPostgresOperations({ pool, names, leaseClock, ready, inTra
 
   async function setControl(name: string, value: string | undefined, nowMs: number): Promise<void> {
     checkControl(name, value);
+    // Set lower, two deliveries would be given one position (the unique index then refuses every stamp).
+    if (name === FEED_COUNTER) throw new TypeError(`panel-license-guard: the control "${FEED_COUNTER}" is the store's own (the last feed position given).`);
     await ready();
     if (value === undefined) await pool.query(sql.removeControl, [name]);
     else await pool.query(sql.setControl, [name, value, nowMs]);
@@ -130,12 +131,4 @@ export function createPostgresOperations({ pool, names, leaseClock, ready, inTra
     (...args: A): Promise<R> =>
       call(...args).catch((error: unknown) => Promise.reject(privilegeError(names, error)));
   return { cancel: explained(cancel), controls: explained(controls), setControl: explained(setControl), deliveries: explained(deliveries) };
-}
-
-/** A control's name and value fit their columns (VARCHAR(220), VARCHAR(64)), or a TypeError says which limit. */
-function checkControl(name: string, value: string | undefined): void {
-  if (typeof name !== 'string' || name.length === 0 || name.length > CONTROL_NAME_MAX)
-    throw new TypeError(`panel-license-guard: a control name must be 1 to ${CONTROL_NAME_MAX} characters (CONTROL_NAME_MAX).`);
-  if (value !== undefined && (typeof value !== 'string' || value.length > CONTROL_VALUE_MAX))
-    throw new TypeError(`panel-license-guard: a control value must be a string of at most ${CONTROL_VALUE_MAX} characters.`);
 }
