@@ -120,6 +120,27 @@ if (havePostgres)
       expect((await claimer.counts()).pending).toBe(0);
     });
 
+    it('treats a cancelled row as no longer pending: recheck says so, a late delivery is stale, a dead row before it stays dead', async () => {
+      const table = freshTable();
+      const store = postgresOutboxStore({ pool: newPool(), schema, table, leaseClock: 'outbox' });
+      const { id: deadId } = await store.enqueue(row('t1', 'old'), 1000);
+      const [old] = await store.claimDue({ panel: 'panel-a', owner: 'w', limit: 1, nowMs: 1000, leaseMs: 100 });
+      await store.settle(old as ClaimedRow, 'w', { kind: 'dead', error: 'HTTP 422' }, 1001);
+      const { id } = await store.enqueue(row('t1', 'new'), 2000);
+      const [held] = await store.claimDue({ panel: 'panel-a', owner: 'w', limit: 1, nowMs: 2000, leaseMs: 100 });
+      // The lease ran out (the worker hung): the operator cancels it.
+      expect(await store.cancel({ panel: 'panel-a', track: 't1', nowMs: 2200, note: 'deleted' })).toMatchObject({ result: 'cancelled', id });
+      expect(await store.recheck?.([{ id, contentHash: 'new' }])).toEqual([{ id, state: 'cancelled', body: '{"h":"new"}', contentHash: 'new' }]);
+      expect(await store.settle(held as ClaimedRow, 'w', { kind: 'delivered', releaseId: 9 }, 2300)).toBe('stale');
+      expect(await store.requeueDead(deadId, 2400)).toBe(0);
+      expect((await store.list({ state: undefined, limit: 10 })).map((r) => [r.id, r.state])).toEqual([
+        [deadId, 'dead'],
+        [id, 'cancelled'],
+      ]);
+      expect(await store.panelCounts?.(10)).toEqual([{ panel: 'panel-a', pending: 0, dead: 1, oldestPendingAt: undefined }]);
+      await expect(store.setControl('feed-position', '0', 1)).rejects.toThrow(/the store's own/);
+    });
+
     it('gives each delivery one position, in commit order, to four readers stamping while deliveries commit', async () => {
       const table = freshTable();
       const writers = [postgresOutboxStore({ pool: newPool(), schema, table }), postgresOutboxStore({ pool: newPool(), schema, table })];
@@ -186,5 +207,6 @@ if (havePostgres)
       }
       expect(read).toBe(100_000);
       expect(await stamped()).toBe(100_000);
-    });
+      // 100,000 rows written twice (inserted, then stamped): about 10 s on a loaded 2-core machine.
+    }, 120_000);
   });
