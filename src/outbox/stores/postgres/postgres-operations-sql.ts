@@ -50,6 +50,7 @@ export function operationStatements({ table: t, controls }: TableNames, clock: '
     unstamped: `SELECT EXISTS (SELECT 1 FROM ${t} WHERE state = 'delivered' AND feed_position IS NULL) AS waiting`,
     // The counter, locked until the stamping transaction ends. Created when missing, above every
     // position in the table (should the row have been removed, positions never start over).
+    readCounter: `SELECT value::bigint AS top FROM ${controls} WHERE name = '${FEED_COUNTER}'`,
     lockCounter: `SELECT value::bigint AS top FROM ${controls} WHERE name = '${FEED_COUNTER}' FOR UPDATE`,
     createCounter: `INSERT INTO ${controls} (name, value, updated_at)
       SELECT '${FEED_COUNTER}', COALESCE(MAX(feed_position), 0)::text, ${DB_NOW_MS} FROM ${t} WHERE feed_position IS NOT NULL

@@ -104,11 +104,14 @@ export function createPostgresOperations({ pool, names, leaseClock, ready, inTra
   async function deliveries(request: FeedRequest): Promise<FeedRow[]> {
     await ready();
     const { after, limit, panel } = request;
-    // Most reads find every delivery already stamped: one index probe, no lock taken.
+    // Most reads find every delivery already stamped: one index probe, no lock taken. A reader
+    // behind the head finds its page already there and leaves the stamping to those at the head.
     if ((await pool.query(sql.unstamped)).rows[0]?.waiting) {
-      for (let batch = 0; batch < MAX_STAMP_BATCHES; batch++) {
-        const { stamped, top } = await stampBatch();
-        if (stamped < STAMP_BATCH || (await pageReady(request, top))) break;
+      let top = Number((await pool.query(sql.readCounter)).rows[0]?.top ?? 0);
+      for (let batch = 0; batch < MAX_STAMP_BATCHES && !(await pageReady(request, top)); batch++) {
+        const stamping = await stampBatch();
+        top = stamping.top;
+        if (stamping.stamped < STAMP_BATCH) break;
       }
     }
     const { rows } = await inIndexOrder((client) =>
