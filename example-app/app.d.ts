@@ -9,6 +9,8 @@ export interface PanelConfig {
   stateFile?: string;
   /** SQLite file of the release outbox. @default ':memory:' */
   outboxFile?: string;
+  /** SQLite file of the app's own rows (the release_id written back from the delivery feed). @default ':memory:' */
+  appDbFile?: string;
   demoControls?: boolean;
   logger?: { warn(message: string): void; error(message: string): void };
 }
@@ -18,6 +20,12 @@ export function createPanelApp(config: PanelConfig): {
   guard: LicenseGuard;
   client: MotherClient;
   outbox: ReleaseOutbox;
+  /** The delivery-feed recipe (release-ids.js): the app's own rows with the mother's release_id. */
+  releaseIds: {
+    tracks(): { remoteTrackId: string; releaseId: number | null; applied: number }[];
+    catchUp(): Promise<void>;
+    close(): Promise<void>;
+  };
   start(): Promise<string>;
   close(): Promise<void>;
 };

@@ -4,13 +4,14 @@ import express from 'express';
 import { createMotherClient, createReleaseOutbox, InvalidReleaseError, licenseGuard } from 'panel-license-guard';
 import { registerMetrics } from 'panel-license-guard/metrics';
 import { Registry } from 'prom-client';
+import { followDeliveries } from './release-ids.js';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 
 /**
  * Builds the panel. Nothing starts until `start()`: tests and `start.js` decide when.
 
- * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, store?: import('panel-license-guard').LicenseStore, outboxFile?: string, demoControls?: boolean, supportContact?: string, logger?: { warn(m: string): void, error(m: string): void } }} config
+ * @param {{ baseUrl: string, apiKey: string, apiSecret: string, stateFile?: string, store?: import('panel-license-guard').LicenseStore, outboxFile?: string, appDbFile?: string, demoControls?: boolean, supportContact?: string, logger?: { warn(m: string): void, error(m: string): void } }} config
  */
 export function createPanelApp(config) {
   const client = createMotherClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, apiSecret: config.apiSecret });
@@ -30,6 +31,8 @@ export function createPanelApp(config) {
   });
   // Uploads are stored durably before the artist sees "queued"; a background worker delivers them.
   const outbox = createReleaseOutbox({ client, file: config.outboxFile ?? ':memory:', ...(config.logger ? { logger: config.logger } : {}) });
+  // The mother's release_id written back onto the app's own rows from the delivery feed (release-ids.js).
+  const releaseIds = followDeliveries({ outbox, file: config.appDbFile ?? ':memory:' });
 
   const app = express();
   app.disable('x-powered-by');
@@ -94,6 +97,9 @@ export function createPanelApp(config) {
       next(error);
     }
   });
+  app.get('/api/tracks', (_req, res) => {
+    res.json({ tracks: releaseIds.tracks() });
+  });
   app.get('/api/status', (_req, res) => {
     res.json({ ok: true, branding: res.locals.branding, license: res.locals.license });
   });
@@ -103,9 +109,11 @@ export function createPanelApp(config) {
     guard,
     client,
     outbox,
+    releaseIds,
     start: () => guard.start(),
     close: async () => {
       await guard.close();
+      await releaseIds.close();
       await outbox.close();
     },
   };

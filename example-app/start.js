@@ -59,6 +59,7 @@ async function main() {
     ...config,
     stateFile: process.env.LICENSE_STATE_FILE ?? './data/license-state.json',
     outboxFile,
+    appDbFile: process.env.APP_DB_FILE ?? './data/app.db',
     demoControls: Boolean(emulator),
   });
   panel.guard.on('lock', ({ reason }) => console.log(`[license] locked: ${reason}`));

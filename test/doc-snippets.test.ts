@@ -45,6 +45,7 @@ declare global {
   // Your own code around a snippet: anything.
   const tenants: any;
   const db: any;
+  const myDb: any;
   const pool: any;
   const redis: any;
   const resolve: any;

@@ -30,6 +30,10 @@ describe('the example panel', () => {
     await request(panel.app).post('/upload').type('form').send({ title: 'First Light', remote_track_id: 'ex-1' }).expect(303);
     await waitFor(() => emulator.releases.some((r) => r.release.remote_track_id === 'ex-1'), 'delivery to the mother');
     await waitFor(async () => (await request(panel.app).get('/')).text.includes('>delivered<'), 'the dashboard to show it delivered');
+    // The delivery feed wrote the mother's release_id back onto the app's own row (release-ids.js).
+    const delivered = emulator.releases.find((r) => r.release.remote_track_id === 'ex-1');
+    await waitFor(async () => (await request(panel.app).get('/api/tracks')).body.tracks.length === 1, 'the release_id written back');
+    expect((await request(panel.app).get('/api/tracks')).body.tracks).toEqual([{ remoteTrackId: 'ex-1', releaseId: delivered?.releaseId, applied: 1 }]);
     const res = await request(panel.app).post('/upload').type('form').send({ title: '', isrc: 'nope' }).expect(422);
     expect(res.text).toContain('Missing release title.');
   });

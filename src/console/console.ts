@@ -48,6 +48,11 @@ const NOTICES: Record<string, string> = {
   retried: 'The release is pending again: the worker sends it at its next poll.',
   'not-dead': 'That release is not dead (any more): nothing to retry.',
   'retried-all': 'Every dead release (of the panel shown, or of every panel) is pending again, but those whose track has a newer release.',
+  cancelled: 'Cancelled: this release will never be sent.',
+  'cancel-delivered': 'Too late to cancel: the mother accepted this release (withdraw it there).',
+  'not-pending': 'That release is not pending (any more): nothing to cancel.',
+  paused: 'Delivery paused: every process stops claiming within a second, and a restart stays paused.',
+  resumed: 'Delivery resumed.',
 };
 
 export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
@@ -168,6 +173,28 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
       () => back(req, res, `/releases?${new URLSearchParams({ state: 'dead', ...(panel ? { panel } : {}) })}`, 'retried-all'),
       (error: unknown) => (unknownPanel(error, panel) ? missing(req, res, 'This outbox serves no such panel.') : next(error)),
     );
+  });
+  for (const [path, act] of [
+    ['pause', 'pause'],
+    ['resume', 'resume'],
+  ] as const)
+    router.post(`/releases/${path}`, (req, res, next) => {
+      if (!validAction(req)) return void refuse(res);
+      if (!outbox) return void missing(req, res, 'This console shows no outbox.').catch(next);
+      const panel = typeof req.body?.panel === 'string' && req.body.panel !== '' ? req.body.panel : undefined;
+      outbox[act](panel === undefined ? {} : { panel }).then(
+        () => back(req, res, panel ? `/releases?${new URLSearchParams({ panel })}` : '/releases', act === 'pause' ? 'paused' : 'resumed'),
+        (error: unknown) => (unknownPanel(error, panel) ? missing(req, res, 'This outbox serves no such panel.') : next(error)),
+      );
+    });
+  router.post('/releases/:id/cancel', (req, res, next) => {
+    if (!validAction(req)) return void refuse(res);
+    const id = idOf(req.params.id);
+    if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
+    outbox.cancel(id, { reason: 'cancelled from the console' }).then(({ outcome }) => {
+      const said = outcome === 'cancelled' ? 'cancelled' : outcome === 'delivered' ? 'cancel-delivered' : 'not-pending';
+      return back(req, res, `/releases/${id}`, said);
+    }, next);
   });
   router.post('/releases/:id/retry', (req, res, next) => {
     if (!validAction(req)) return void refuse(res);

@@ -24,7 +24,7 @@ table{width:100%;border-collapse:collapse;background:#fff;border:1px solid var(-
 th,td{text-align:left;padding:8px 12px;border-bottom:1px solid var(--line);vertical-align:top}th{background:#f3f4f6;font-weight:600;color:#374151}
 tr:last-child td{border-bottom:0}a{color:var(--accent)}.muted{color:var(--muted)}
 .state{display:inline-block;padding:1px 8px;border-radius:999px;font-size:12px;font-weight:600;color:#fff}
-.state.active,.state.delivered{background:var(--ok)}.state.grace{background:var(--grace)}.state.locked,.state.dead{background:var(--locked)}.state.pending{background:var(--pending)}
+.state.active,.state.delivered{background:var(--ok)}.state.grace{background:var(--grace)}.state.locked,.state.dead{background:var(--locked)}.state.cancelled{background:var(--pending);opacity:.7}.state.pending{background:var(--pending)}
 form.inline{display:inline}button{font:inherit;padding:6px 12px;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer}
 button.quiet{background:#fff;color:var(--accent)}.filters a{margin-right:12px}.filters a.here{font-weight:600;color:var(--ink);text-decoration:none}
 dl{display:grid;grid-template-columns:200px 1fr;gap:6px 16px;background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px;margin:0}dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}

@@ -9,7 +9,7 @@ import { action, escapeHtml, fields, link, type PageContext, stateBadge, when } 
 import { asOneSearch, readSliced } from './slices.js';
 import { findByTitle, searchWords, titleMatches } from './title-search.js';
 
-const STATES: OutboxState[] = ['dead', 'pending', 'delivered'];
+const STATES: OutboxState[] = ['dead', 'pending', 'delivered', 'cancelled'];
 const PAGE_SIZE = 50;
 const PANELS_SHOWN = 20;
 /**
@@ -81,7 +81,11 @@ export async function releasesList(
     state === 'dead' && shown.length > 0 && track === undefined && title === undefined
       ? action(ctx, '/releases/retry-dead', label, panel ? { panel } : {})
       : '';
-  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Releases${panel ? ` of ${escapeHtml(panel)}` : ''}</h1><div class="cards">${cards}</div>
+  // Pausing acts on what is shown: one panel's releases, or every panel's.
+  const pausing = stats.paused
+    ? `<p class="notice paused">Delivery${panel ? ` of ${escapeHtml(panel)}` : ''} is paused: releases are stored and wait. ${action(ctx, '/releases/resume', 'Resume delivery', panel ? { panel } : {})}</p>`
+    : `<p>${action(ctx, '/releases/pause', panel ? `Pause delivery of ${panel}` : 'Pause delivery', panel ? { panel } : {}, true)}</p>`;
+  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Releases${panel ? ` of ${escapeHtml(panel)}` : ''}</h1>${pausing}<div class="cards">${cards}</div>
 <h2>Deliveries</h2>${throughputChart(activity.lastHour())}${panelsTable}
 <h2>${escapeHtml(state)} releases${track ? ` of track ${escapeHtml(track)}` : ''}${title ? ` titled like “${escapeHtml(title)}”` : ''}</h2><p class="filters">${tabs}</p>${search}<p>${retryAll}</p>
 <table><thead><tr><th>#</th><th>Panel</th><th>Title</th><th>Track id</th><th>Attempts</th><th>Last error</th><th>Updated</th></tr></thead>
@@ -121,7 +125,12 @@ export function releasePage(ctx: PageContext, entry: OutboxEntry, notice: string
     ['Next attempt', entry.state === 'pending' ? when(entry.nextAttemptAt, ctx.now) : '—'],
     ['Delivered', when(entry.deliveredAt, ctx.now)],
   ];
-  const retry = entry.state === 'dead' ? `<p>${action(ctx, `/releases/${entry.id}/retry`, 'Retry this release')}</p>` : '';
+  const retry =
+    entry.state === 'dead'
+      ? `<p>${action(ctx, `/releases/${entry.id}/retry`, 'Retry this release')}</p>`
+      : entry.state === 'pending'
+        ? `<p>${action(ctx, `/releases/${entry.id}/cancel`, 'Cancel this release (it will never be sent)', {}, true)}</p>`
+        : '';
   return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>Release #${entry.id} ${stateBadge(entry.state)}</h1>${retry}${fields(rows)}
 <h2>What is sent</h2><pre>${escapeHtml(JSON.stringify(entry.release, null, 2))}</pre>`;
 }

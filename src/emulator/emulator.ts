@@ -84,7 +84,8 @@ export async function createMotherEmulator(options: MotherEmulatorOptions): Prom
     return async (req: Request, res: Response) => {
       const faults = state.faults;
       const apiKey = req.get('x-api-key') ?? '';
-      const record = (status: number) => state.recordRequest({ endpoint, method: req.method, apiKey, status, at: now() });
+      const receivedAt = now();
+      const record = (status: number) => state.recordRequest({ endpoint, method: req.method, apiKey, status, at: now(), receivedAt });
       res.on('finish', () => record(res.statusCode));
       res.setHeader('Date', new Date(now()).toUTCString());
       const delay = appliesDelay(faults, endpoint);

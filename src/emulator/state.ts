@@ -45,7 +45,10 @@ export interface EmulatedRequest {
   method: string;
   apiKey: string;
   status: number;
+  /** When the answer was sent (epoch ms of the emulator's clock). */
   at: number;
+  /** When the request arrived, before any `delayMs` (epoch ms of the emulator's clock): what a mother's rate limit counts. */
+  receivedAt: number;
 }
 
 export interface EmulatedRelease {

@@ -41,7 +41,15 @@ export function registerOutboxMetrics(registry: Registry, outbox: ReleaseOutbox,
   fromStats('panel_license_outbox_paused', '1 while this worker holds off after failures (mother down, 401, Retry-After), else 0.', (s, now) =>
     s.pausedUntil !== undefined && s.pausedUntil > now ? 1 : 0,
   );
+  fromStats('panel_license_outbox_delivery_paused', '1 while an operator has paused delivery (outbox.pause(), the console or the CLI), else 0.', (s) =>
+    s.paused ? 1 : 0,
+  );
 
+  const cancelled = new Counter({
+    name: 'panel_license_outbox_cancelled_total',
+    help: 'Releases cancelled from this instance before they were sent (outbox.cancel(), cancelTrack(), the console or the CLI).',
+    registers,
+  });
   const deliveries = new Counter({
     name: 'panel_license_outbox_deliveries_total',
     help: 'Delivery attempts this instance made, by outcome (delivered, retry, dead) and, for failures, error code.',
@@ -56,6 +64,7 @@ export function registerOutboxMetrics(registry: Registry, outbox: ReleaseOutbox,
     registers,
   });
   return observe((event, payload) => {
+    if (event === 'cancelled') cancelled.inc();
     if (event !== 'delivered' && event !== 'retrying' && event !== 'dead') return;
     const { durationMs, error } = payload as { durationMs: number; error?: unknown };
     const outcome = event === 'retrying' ? 'retry' : event;

@@ -10,6 +10,7 @@ import { type PanelsSource, resolvePanelsSource } from './panels/panels-options.
 import type { ReleaseSender } from './release-sender.js';
 import { type ResolvedRetention, type RetentionOptions, resolveRetention } from './retention.js';
 import type { OutboxStore } from './store.js';
+import { resolveMaxPerSecond } from './worker/mother-rate.js';
 
 /** One outbox for many panels: each row is sent with the credentials of the panel it was stored for. */
 export interface OutboxPanelsOptions {
@@ -55,6 +56,14 @@ export interface ReleaseOutboxOptions {
    * releases ahead of its free slots, fewer while pushes are slow (docs/outbox.md). @default 4
    */
   concurrency?: number;
+  /**
+   * Most pushes per second to one mother (its base URL), shared by every panel of this outbox
+   * that delivers there: pushes start at least 1/maxPerSecond s apart, in the order they were
+   * claimed. Per outbox instance, not across processes: with N processes, give each
+   * limit / N. Must leave `concurrency` turns of waiting room in `leaseMs` (docs/outbox.md).
+   * @default undefined (unlimited)
+   */
+  maxPerSecond?: number;
   /** Ceiling of the first retry delay; doubled after each failure (full jitter). @default 1000 */
   baseDelayMs?: number;
   /** Longest retry delay, `Retry-After` included. @default 900000 (15 minutes) */
@@ -94,6 +103,8 @@ export interface ResolvedOutboxConfig {
   unresolvedRetryMs: number;
   storeSource: StoreSource;
   concurrency: number;
+  /** Pushes per second to one mother at most; undefined: no limit. */
+  maxPerSecond: number | undefined;
   baseDelayMs: number;
   maxDelayMs: number;
   authRetryDelayMs: number;
@@ -118,6 +129,7 @@ const KNOWN = optionNames<ReleaseOutboxOptions>({
   file: true,
   store: true,
   concurrency: true,
+  maxPerSecond: true,
   baseDelayMs: true,
   maxDelayMs: true,
   authRetryDelayMs: true,
@@ -196,6 +208,7 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     unresolvedRetryMs: problems.check(() => timerMs('panels.unresolvedRetryMs', options.panels?.unresolvedRetryMs, 60_000), 60_000),
     storeSource: problems.check(() => resolveStoreSource(options.file, options.store), { kind: 'memory' }),
     concurrency,
+    maxPerSecond: resolveMaxPerSecond(options.maxPerSecond, { concurrency, leaseMs, pushTimeoutMs, marginMs: LEASE_MARGIN_MS }, problems),
     baseDelayMs,
     maxDelayMs,
     authRetryDelayMs: problems.check(() => timerMs('authRetryDelayMs', options.authRetryDelayMs, 5 * 60_000), 0),

@@ -18,6 +18,7 @@ import { type EnqueueResult, type OutboxStore, type PanelScope, type StoredRow, 
 import { memoryOutboxStore } from './stores/memory/memory-store.js';
 import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
 import { reportError } from './worker/failure.js';
+import { rateLimited } from './worker/rated-claims.js';
 import { createDeliveryWorker } from './worker/worker.js';
 
 export type { OutboxEnqueueOptions, OutboxEntry, OutboxStats, PanelQuery, ReleaseOutbox } from './outbox-api.js';
@@ -47,10 +48,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
   const retention = config.retention === false ? undefined : createRetentionRunner(store, config.retention, config.now, events);
   const { panels } = config;
   const scoping = panelScoping(panels);
-  const routing =
+  const { routing, rate } = rateLimited(
     panels.kind === 'one'
       ? singlePanelRouting(store, panels.client, panels.panel)
-      : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now }));
+      : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now })),
+    config,
+  );
   const pauses = new Pauses(
     store,
     () => worker.kick(),
@@ -60,6 +63,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     ...config,
     store,
     routing,
+    rate,
     events,
     pauses,
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
@@ -257,6 +261,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     },
     close() {
       closed ??= (async () => {
+        rate?.stop(); // rows waiting for a turn go back unsent at once
         await Promise.all([worker.stop(), retention?.stop()]);
         settleDrainWaiters({ error: new Error('panel-license-guard: the outbox was closed before it drained.') });
         if (owned) await store.close();

@@ -8,7 +8,7 @@ import { licenseConsole } from '../../src/console.js';
 import { createReleaseOutbox, licenseGuard, memoryOutboxStore } from '../../src/index.js';
 import { type ConsoleDeployment, consoleDeployment } from '../support/console-app.js';
 import { silentLogger } from '../support/guard-app.js';
-import { clientFor, startEmulator, waitFor } from '../support/helpers.js';
+import { clientFor, sleep, startEmulator, waitFor } from '../support/helpers.js';
 
 // The operator's console over HTTP: who may see it, what an action needs, what a page may load,
 // and that what it shows and does is the guard's and the outbox's own.
@@ -141,6 +141,37 @@ describe('licenseConsole()', () => {
     expect(done.headers.location).toBe(`/ops/license/releases/${deployment.deadId}?done=retried`);
     await waitFor(async () => (await deployment.outbox.get(deployment.deadId))?.state === 'delivered', 'the retried release delivered');
     expect((await operator(`/releases/${deployment.deadId}?done=retried`).expect(200)).text).toContain('pending again');
+  });
+
+  it('pauses delivery with a button (releases wait, the page says so), cancels a waiting release, then resumes', async () => {
+    const post = async (path: string, from: string, fields: Record<string, string> = {}) => {
+      const { cookie, csrf } = await tokenFor(from);
+      return request(deployment.app)
+        .post(`/ops/license${path}`)
+        .set('x-operator', 'yes')
+        .set('Cookie', cookie)
+        .type('form')
+        .send({ csrf, ...fields })
+        .expect(303);
+    };
+    const paused = await post('/releases/pause', '/releases');
+    expect(paused.headers.location).toBe('/ops/license/releases?done=paused');
+    expect((await operator('/releases?done=paused').expect(200)).text).toContain('Delivery is paused');
+    const { id: waiting } = await deployment.outbox.enqueue({ title: 'Waits', primary_artist: 'Ada', remote_track_id: 'waits' });
+    const { id: kept } = await deployment.outbox.enqueue({ title: 'Kept', primary_artist: 'Ada', remote_track_id: 'kept' });
+    await sleep(300);
+    expect((await deployment.outbox.get(waiting))?.state).toBe('pending');
+    expect((await operator(`/releases/${waiting}`).expect(200)).text).toContain('Cancel this release');
+    const cancelled = await post(`/releases/${waiting}/cancel`, `/releases/${waiting}`);
+    expect(cancelled.headers.location).toBe(`/ops/license/releases/${waiting}?done=cancelled`);
+    expect((await operator(`/releases/${waiting}?done=cancelled`).expect(200)).text).toContain('will never be sent');
+    // Without the token nothing is cancelled or resumed.
+    await request(deployment.app).post(`/ops/license/releases/${kept}/cancel`).set('x-operator', 'yes').type('form').send({}).expect(403);
+    await request(deployment.app).post('/ops/license/releases/resume').set('x-operator', 'yes').type('form').send({}).expect(403);
+    await post('/releases/resume', '/releases');
+    await waitFor(async () => (await deployment.outbox.get(kept))?.state === 'delivered', 'the release kept, delivered after the resume');
+    expect((await deployment.outbox.get(waiting))?.state).toBe('cancelled');
+    expect(deployment.mother.releases.some((r) => r.release.title === 'Waits')).toBe(false);
   });
 
   it('pages through releases 50 at a time, and finds a release by its remote_track_id', async () => {

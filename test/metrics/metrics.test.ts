@@ -180,6 +180,16 @@ describe('registerMetrics()', () => {
       expect(m.get('panel_license_outbox_delivery_duration_seconds_count{outcome="delivered"}')).toBe(1);
       expect(m.get('panel_license_outbox_paused')).toBe(0);
       expect(m.get('panel_license_outbox_in_flight')).toBe(0);
+      expect(m.get('panel_license_outbox_delivery_paused')).toBe(0);
+      await outbox.pause();
+      const { id } = await outbox.enqueue({ title: 'Cancelled', remote_track_id: 'trk-c' });
+      await outbox.cancel(id);
+      // The memory store answers at once: let the last scrape's shared stats() expire, as between two scrapes.
+      await new Promise((resolve) => setImmediate(resolve));
+      m = await scrape(registry);
+      expect(m.get('panel_license_outbox_delivery_paused')).toBe(1);
+      expect(m.get('panel_license_outbox_cancelled_total')).toBe(1);
+      expect(m.get('panel_license_outbox_releases{state="cancelled"}')).toBe(1);
     });
 
     it('keeps a scrape working when the outbox is closed', async () => {

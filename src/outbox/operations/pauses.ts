@@ -23,6 +23,8 @@ export class Pauses {
   private panels = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private reading: Promise<void> | undefined;
+  /** Bumped by every set(): a read that began before it is out of date and must not undo it. */
+  private changes = 0;
   /** The pauses were read from the store once: until then nothing is claimed (a restart must not send what is paused). */
   loaded = false;
 
@@ -63,6 +65,7 @@ export class Pauses {
   async set(panel: string | undefined, paused: boolean, nowMs: number): Promise<void> {
     const name = panel === undefined ? PAUSE_ALL : `${PANEL_PREFIX}${panel}`;
     await this.store.setControl?.(name, paused ? '1' : undefined, nowMs);
+    this.changes++;
     const wasPaused = panel === undefined ? this.all : this.panels.has(panel);
     if (panel === undefined) this.all = paused;
     else if (paused) this.panels.add(panel);
@@ -79,7 +82,10 @@ export class Pauses {
     }
     this.reading ??= (async () => {
       try {
+        const changes = this.changes;
         const values = await controls();
+        // This process changed a pause while the read was under way: what it knows is newer.
+        if (changes !== this.changes) return;
         const before = this.now();
         this.all = values[PAUSE_ALL] !== undefined;
         this.panels = new Set(Object.keys(values).flatMap((name) => (name.startsWith(PANEL_PREFIX) ? [name.slice(PANEL_PREFIX.length)] : [])));

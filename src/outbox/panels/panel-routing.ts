@@ -17,6 +17,9 @@ export interface ClaimOutcome {
   heldUntil: number | undefined;
 }
 
+/** What a claim asks of the worker's back-off (PanelHolds): which panels to skip, which probe. */
+export type ClaimHolds = Pick<PanelHolds, 'claimFilter' | 'heldUntil' | 'isFailing' | 'probeStarted'>;
+
 export interface PanelRouting {
   /** The panel of a single-panel outbox; undefined with `panels`. */
   readonly panel: string | undefined;
@@ -24,7 +27,7 @@ export interface PanelRouting {
    * Claims rows for free slots: none of a held or paused panel, one of a panel that is probing.
    * `capPerPanel`: skip panels at their share of slots (see PanelHolds.claimFilter).
    */
-  claim(request: ClaimBase, holds: PanelHolds, capPerPanel: boolean, pauses: Pauses): Promise<ClaimOutcome>;
+  claim(request: ClaimBase, holds: ClaimHolds, capPerPanel: boolean, pauses: Pauses): Promise<ClaimOutcome>;
   /** The sender of `panel`'s releases; throws a PanelDeliveryError when there is none. */
   senderFor(panel: string): ReleaseSender | Promise<ReleaseSender>;
 }

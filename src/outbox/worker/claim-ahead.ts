@@ -25,16 +25,17 @@ export class ClaimAhead {
   /**
    * Whether rows are claimed ahead at all: not where the lease leaves no such room, nor with many
    * panels (rows waiting in a queue of ours would defeat the panels' shares of the slots: a
-   * hanging tenant's rows would take each slot as it frees up).
+   * hanging tenant's rows would take each slot as it frees up), nor under `maxPerSecond` (rows
+   * claimed ahead would wait out their leases for turns, and a claim per turn costs little).
    */
   readonly enabled: boolean;
   /** Recent pushes' duration, smoothed (ms); undefined before the first answer. */
   private pushMs: number | undefined;
 
-  constructor(config: Pick<WorkerConfig, 'leaseMs' | 'pushTimeoutMs' | 'concurrency'>, singlePanel: boolean) {
+  constructor(config: Pick<WorkerConfig, 'leaseMs' | 'pushTimeoutMs' | 'concurrency' | 'rate'>, singlePanel: boolean) {
     this.concurrency = config.concurrency;
     this.maxWaitMs = config.leaseMs - LEASE_MARGIN_MS - (config.pushTimeoutMs ?? config.leaseMs / 2);
-    this.enabled = this.maxWaitMs > 0 && singlePanel;
+    this.enabled = this.maxWaitMs > 0 && singlePanel && config.rate === undefined;
   }
 
   private readonly concurrency: number;

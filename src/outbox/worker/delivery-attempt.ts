@@ -1,11 +1,13 @@
 // One attempt at a claimed row: find its sender, ask the back-off whether it may go, push it, and
 // say what its outcome means for the row (delivered, retry when, dead) and for its panel's holds.
 import { retryDelayMs } from '../backoff.js';
+import type { Pauses } from '../operations/pauses.js';
 import type { ResolvedOutboxConfig } from '../options.js';
 import type { PanelHolds } from '../panels/panel-holds.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow, DeliveryOutcome } from '../store.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
+import { type MotherRate, notSentForRate } from './mother-rate.js';
 
 export interface Attempt {
   outcome: DeliveryOutcome;
@@ -20,6 +22,8 @@ export interface SentTo {
   sent: boolean;
   mother: string | undefined;
   probe: boolean;
+  /** How long it waited for its mother's turn (`maxPerSecond`): not part of the push's duration. */
+  waitedMs?: number;
 }
 
 /** The base URL of the mother a sender sends to (a client of your own may not say). */
@@ -28,7 +32,12 @@ const motherOf = (sender: unknown): string | undefined => {
   return typeof baseUrl === 'string' ? baseUrl : undefined;
 };
 
-type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'>;
+type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'> & {
+  /** With `maxPerSecond`: the turns at each mother. */
+  rate?: MotherRate | undefined;
+  /** What operators paused: a row that waited for its turn meanwhile goes back unsent. */
+  pauses?: Pick<Pauses, 'isPaused'>;
+};
 
 /** `attempt(row, sentTo)`: `sentTo` learns the mother the row went to, and whether it went as a probe. */
 export function createAttempts(config: AttemptConfig, routing: PanelRouting, holds: PanelHolds) {
@@ -93,6 +102,11 @@ export function createAttempts(config: AttemptConfig, routing: PanelRouting, hol
     try {
       const sender = await routing.senderFor(row.panel);
       mother = motherOf(sender);
+      // Its mother's turn first (waited in this slot, not an attempt); then the back-off, as it stands by then.
+      if (config.rate !== undefined && !(await config.rate.turn(row.panel, mother, sentTo))) return notSentForRate(now());
+      // Paused while it waited for its turn: back unsent (claims skip the panel until resumed).
+      if (config.rate !== undefined && config.pauses?.isPaused(row.panel))
+        return notSentForRate(now(), 'not sent: delivery was paused while it waited for its turn');
       const admission = holds.admit(row.panel, row.id, mother);
       if (!admission.send) return deferred(row, mother, admission.until, admission.wasProbe);
       sentTo.sent = true;

@@ -2,6 +2,7 @@
 import { describeError } from '../../logger.js';
 import type { OutboxEmitter } from '../events.js';
 import type { ClaimedRow } from '../store.js';
+import { createTroubleReporter } from '../trouble.js';
 
 export type FailureAction =
   /** The mother answered 2xx but its body was unusable: it accepted the release; never resend. */
@@ -46,6 +47,14 @@ export function classifyFailure(error: unknown): FailureAction {
 export function asError(error: unknown): Error {
   if (error instanceof Error) return error;
   return new Error(typeof error === 'string' ? error : `Non-error thrown: ${describeError(error)}`);
+}
+
+/** While claims keep failing, how often the same trouble is reported again. */
+const STORE_TROUBLE_REPEAT_MS = 60_000;
+
+/** A store that is down fails every poll: said once, then at most once a minute. */
+export function storeTroubleReporter(events: OutboxEmitter, now: () => number) {
+  return createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(events, error, undefined));
 }
 
 /** An error of the worker's, to the outbox's 'error' listeners, naming the row it concerns. */

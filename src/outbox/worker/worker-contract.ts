@@ -4,12 +4,15 @@ import type { Pauses } from '../operations/pauses.js';
 import type { ResolvedOutboxConfig } from '../options.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow, EnqueueLease, OutboxStore } from '../store.js';
+import type { MotherRate } from './mother-rate.js';
 
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
   ResolvedOutboxConfig,
   'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
 > & {
+  /** With `maxPerSecond`: the turns at each mother (the outbox stops it before the worker). */
+  rate?: MotherRate | undefined;
   store: OutboxStore;
   /** Which rows to claim, and whose credentials send each. */
   routing: PanelRouting;

@@ -4,10 +4,9 @@
 
 import type { PanelRouting } from '../panels/panel-routing.js';
 import type { ClaimedRow } from '../store.js';
-import { createTroubleReporter } from '../trouble.js';
 import { ClaimAhead, MIN_CLAIM_AHEAD, REFILL_BELOW } from './claim-ahead.js';
 import { type Attempt, createAttempts, type SentTo } from './delivery-attempt.js';
-import { reportError } from './failure.js';
+import { reportError, storeTroubleReporter } from './failure.js';
 import { createHandBack } from './hand-back.js';
 import { HandOffs } from './hand-offs.js';
 import { HeldRows, RECHECK_RETRY_MS } from './held-rows.js';
@@ -19,8 +18,6 @@ import type { DeliveryWorker, WorkerConfig } from './worker-contract.js';
 
 export type { DeliveryWorker, WorkerConfig, WorkerLease } from './worker-contract.js';
 
-/** While claims keep failing, how often the same trouble is reported again. */
-const STORE_TROUBLE_REPEAT_MS = 60_000;
 /** Claims in a row that may come back short while panels were left unvisited, before waiting for the next poll. */
 const MAX_PARTIAL_CLAIMS = 16;
 
@@ -71,8 +68,7 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     handOffs.polled();
     kick(true);
   });
-  // A store that is down fails every poll: say so once, then at most once a minute.
-  const storeTrouble = createTroubleReporter(STORE_TROUBLE_REPEAT_MS, now, (error) => reportError(events, error, undefined));
+  const storeTrouble = storeTroubleReporter(events, now);
 
   /** Wakes the worker at `atMs` (the poll, a retry, a back-off's end), while it runs. */
   function wakeAt(atMs: number): void {
@@ -106,13 +102,12 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
   }
 
   /**
-   * Starts rows claimed ahead in the free slots; a row whose lease ran short goes back instead. A
-   * row that waited is first read again (with the others waiting): it may have been replaced.
+   * Starts rows claimed ahead in the free slots; a row whose lease ran short, or whose panel was
+   * paused meanwhile, goes back unsent instead. A row that waited is first read again (with the
+   * others waiting): it may have been replaced. Without claiming ahead a row never waits.
    */
   function startReady(): void {
     for (let first = ready.first(); first !== undefined && slots.open() > 0; first = ready.first()) {
-      // Without claiming ahead a row never waits: it is claimed for a free slot.
-      // Paused since it was claimed: back unsent (it waits in the store, no attempt counted).
       const goesBack = !running || ahead.waitedTooLong(first.claimedAt) || pauses.isPaused(first.row.panel);
       if (!goesBack && !ready.current(first)) return;
       ready.shift();
@@ -241,7 +236,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       // A slot is free; the row is still this worker's until its outcome is recorded.
       kick(false);
     }
-    const durationMs = performance.now() - began;
+    // A wait for the mother's turn (`maxPerSecond`) is not part of the push.
+    const durationMs = performance.now() - began - (sentTo.waitedMs ?? 0);
     if (sentTo.sent) ahead.pushed(durationMs);
     return outcomes.record(row, answered, durationMs);
   }
