@@ -5,6 +5,7 @@ import { measureCluster } from './cluster.js';
 import { measureClusterStores } from './cluster-stores.js';
 import { measureConsole } from './console.js';
 import { measureDeliveryComparison } from './delivery.js';
+import { measureDeliveryFeed } from './delivery-feed.js';
 import { measureHandlerCost } from './handler-cost.js';
 import { measureLockPage, measureRequestPath, measureRequestPathStores } from './http-overhead.js';
 import { measureMemory } from './memory.js';
@@ -54,6 +55,7 @@ const SETTINGS = quick
       stores: { rounds: 1, count: 100, concurrency: 4 },
       console: { panels: 500, releases: 2000, rounds: 3 },
       restart: { count: 500 },
+      feed: { count: 2000 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -72,6 +74,7 @@ const SETTINGS = quick
       stores: { rounds: 5, count: 500, concurrency: 4 },
       console: { panels: 10_000, releases: 100_000, rounds: 20 },
       restart: { count: 10_000 },
+      feed: { count: 100_000 },
     };
 
 const log = (line) => console.error(line);
@@ -132,6 +135,7 @@ async function main() {
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
       ['13. the console at scale', () => measureConsole({ ...SETTINGS.console, log })],
       ['12. the stores side by side', () => measureOutboxStores({ emulator, databaseUrl, mysqlUrl, ...SETTINGS.stores, log })],
+      ['14. the delivery feed', () => measureDeliveryFeed({ databaseUrl, mysqlUrl, ...SETTINGS.feed, log })],
       ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
     ];
     for (const [name, measure] of steps.filter(([name]) => !only || only.includes(name.split('.')[0]))) {

@@ -17,7 +17,7 @@ import { createRetentionRunner } from './retention.js';
 import { type EnqueueResult, type OutboxStore, type PanelScope, type StoredRow, UNASSIGNED_PANEL } from './store.js';
 import { memoryOutboxStore } from './stores/memory/memory-store.js';
 import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
-import { reportError } from './worker/failure.js';
+import { storeTroubleReporter } from './worker/failure.js';
 import { rateLimited } from './worker/rated-claims.js';
 import { createDeliveryWorker } from './worker/worker.js';
 
@@ -54,11 +54,9 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       : manyPanelsRouting(store, new PanelSenders({ ...panels.senders, now: config.now })),
     config,
   );
-  const pauses = new Pauses(
-    store,
-    () => worker.kick(),
-    (error) => reportError(events, error, undefined),
-  );
+  // A store that is down fails the pause reads every second: said once, then once a minute.
+  const pauseTrouble = storeTroubleReporter(events, config.now);
+  const pauses = new Pauses(store, () => worker.kick(), pauseTrouble.report, pauseTrouble.recovered);
   const worker = createDeliveryWorker({
     ...config,
     store,

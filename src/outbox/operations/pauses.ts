@@ -30,12 +30,13 @@ export class Pauses {
 
   /**
    * `resumed`: something paused is no longer (here or by another process): the worker claims at
-   * once. `failed`: a read of the store failed (the last pauses known stay in force).
+   * once. `failed`: a read of the store failed (the last pauses known stay in force); `answered`: one succeeded.
    */
   constructor(
     private readonly store: OutboxStore,
     private readonly resumed: () => void,
     private readonly failed: (error: unknown) => void,
+    private readonly answered: () => void = () => {},
   ) {}
 
   /** Whether `panel`'s releases wait: the outbox or that panel is paused. */
@@ -84,6 +85,7 @@ export class Pauses {
       try {
         const changes = this.changes;
         const values = await controls();
+        this.answered();
         // This process changed a pause while the read was under way: what it knows is newer.
         if (changes !== this.changes) return;
         const before = this.now();

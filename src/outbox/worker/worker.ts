@@ -127,7 +127,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     // Panels at their share of slots are skipped first; if that leaves slots idle, claim again without.
     let capPerPanel = true;
     // Nothing is claimed before the pauses were read: a restart must not send what is paused.
-    if (!pauses.loaded && (await pauses.refresh(), !pauses.loaded)) return;
+    if (!pauses.loaded) await pauses.refresh();
+    if (!pauses.loaded) return;
     while (running) {
       if (handOffs.claimNeedless()) return;
       const nowMs = now();
