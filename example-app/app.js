@@ -29,6 +29,9 @@ export function createPanelApp(config) {
     ...(config.store ? { store: config.store } : config.stateFile ? { stateFile: config.stateFile } : {}),
     ...(config.logger ? { logger: config.logger } : {}),
   });
+  // 30, 14, 7, 3 and 1 days before the license expires (once each, also across restarts): the
+  // place to e-mail the panel's owner. The pages show a banner from res.locals.license.
+  guard.on('expiring', ({ daysLeft, expiresAt }) => (config.logger ?? console).warn(`panel license expires in ${daysLeft} day(s), on ${expiresAt}: renew it`));
   // Uploads are stored durably before the artist sees "queued"; a background worker delivers them.
   const outbox = createReleaseOutbox({ client, file: config.outboxFile ?? ':memory:', ...(config.logger ? { logger: config.logger } : {}) });
   // The mother's release_id written back onto the app's own rows from the delivery feed (release-ids.js).

@@ -11,7 +11,10 @@ declare global {
     interface Locals {
       /** The panel's cleaned branding, set by licenseGuard() on every request it sees. */
       branding: Branding;
-      /** The license as templates see it, set by licenseGuard() on every request it sees. */
+      /**
+       * The license as templates see it, set by licenseGuard() on every request it sees: show a
+       * renewal banner while `expiryWarning` is not null (from `expiryWarnings` days before `expires_at`).
+       */
       license: LicenseLocals;
       /**
        * With `panels`: your id of the panel serving this request, when the resolver returned one

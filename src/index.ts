@@ -25,6 +25,7 @@ export {
   TimeoutError,
   TransactionEndedError,
 } from './errors.js';
+export type { ExpiringEvent } from './guard/expiry-warnings.js';
 export type { GuardEvents, LicenseGuard } from './guard/guard-api.js';
 export type { GuardLogger, LicenseGuardOptions } from './guard/guard-options.js';
 export type { HealthBody, HealthHandlerOptions } from './guard/health-handler.js';

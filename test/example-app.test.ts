@@ -60,4 +60,15 @@ describe('the example panel', () => {
     await panel.guard.refresh();
     await request(panel.app).get('/upload').expect(200);
   });
+
+  it('shows a renewal banner once the license is within an expiry warning, and none further off', async () => {
+    const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+    emulator.setPanel(API_KEY, { panel: { expires_at: inDays(5) } });
+    await panel.guard.refresh();
+    const soon = await request(panel.app).get('/').expect(200);
+    expect(soon.text).toContain(`<p class="banner" role="status">This panel's license expires in 5 days (${inDays(5)}).`);
+    emulator.setPanel(API_KEY, { panel: { expires_at: inDays(90) } });
+    await panel.guard.refresh();
+    expect((await request(panel.app).get('/upload').expect(200)).text).not.toContain('class="banner"');
+  });
 });

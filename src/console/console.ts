@@ -95,7 +95,14 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
   if (hosts !== undefined) router.use(onlyOnHosts(hosts));
   router.use(authorizing(authorize));
   router.use(express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 10 }));
-  const contextOf = (req: Request, res: Response): PageContext => ({ base: req.baseUrl, csrf: csrfToken(req, res), nonce: pageHeaders(res), now: Date.now() });
+  const sections = { panels: panels !== undefined, releases: outbox !== undefined };
+  const contextOf = (req: Request, res: Response): PageContext => ({
+    base: req.baseUrl,
+    csrf: csrfToken(req, res),
+    nonce: pageHeaders(res),
+    now: Date.now(),
+    sections,
+  });
   const show = (req: Request, res: Response, title: string, here: 'panels' | 'releases', body: (ctx: PageContext) => string | Promise<string>) => {
     const ctx = contextOf(req, res);
     return Promise.resolve(body(ctx)).then((html) => res.type('html').send(page(ctx, title, here, html)));

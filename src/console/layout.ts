@@ -10,6 +10,8 @@ export interface PageContext {
   csrf: string;
   nonce: string;
   now: number;
+  /** The sections this console has: no "Releases" without an outbox, no "Panels" without a guard. */
+  sections: { panels: boolean; releases: boolean };
 }
 
 const STYLE = `
@@ -39,7 +41,7 @@ export function page(ctx: PageContext, title: string, here: 'panels' | 'releases
   const nav = (path: string, label: string, name: string) => `<a href="${escapeHtml(ctx.base + path)}"${here === name ? ' class="here"' : ''}>${label}</a>`;
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${escapeHtml(title)} · License console</title><style nonce="${ctx.nonce}">${STYLE}</style></head>
-<body><header><strong>License console</strong>${nav('/', 'Panels', 'panels')}${nav('/releases', 'Releases', 'releases')}</header><main>${body}</main></body></html>`;
+<body><header><strong>License console</strong>${ctx.sections.panels ? nav('/', 'Panels', 'panels') : ''}${ctx.sections.releases ? nav('/releases', 'Releases', 'releases') : ''}</header><main>${body}</main></body></html>`;
 }
 
 /** A button that POSTs to `path` with the CSRF token. */

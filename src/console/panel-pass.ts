@@ -1,8 +1,7 @@
 // The panels list's one pass over the panels in memory (up to `panels.max`, a million at most): the
 // counts by state and the panels of one page, most telling first, read a slice at a time (one
 // slice a turn of the event loop, slices.ts); only the panels shown are read in full.
-import type { ReadablePanel } from '../guard/panels/panel-readings.js';
-import { rank } from '../guard/panels/panel-readings.js';
+import { RankBuckets } from '../guard/panels/panel-readings.js';
 import type { GuardInstruments, PanelReading } from '../guard/telemetry.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { nextSlice } from './slices.js';
@@ -20,7 +19,7 @@ export interface PanelsPage {
   failing: number | undefined;
 }
 
-/** Page `page` (of `pageSize`) of the panels in memory, of `state` or all, locked, in grace and failing first. */
+/** Page `page` (of `pageSize`) of the panels in memory, of `state` or all: locked, expiring soon, in grace and failing first. */
 export async function panelsPage(
   instruments: GuardInstruments,
   state: LicenseState | undefined,
@@ -32,7 +31,7 @@ export async function panelsPage(
   if (all === undefined) return fromReadings(instruments, state, page, pageSize);
   // Each rank keeps what the page could need of it: the panels before the page and the page's.
   const wanted = (page + 1) * pageSize;
-  const buckets: ReadablePanel[][] = [[], [], [], [], []];
+  const buckets = new RankBuckets(wanted);
   const byState: Record<LicenseState, number> = { active: 0, grace: 0, locked: 0, pending: 0 };
   let failing = 0;
   let matching = 0;
@@ -49,12 +48,11 @@ export async function panelsPage(
       if (panel.failing) failing++;
       if (state !== undefined && panel.state !== state) continue;
       matching++;
-      const bucket = buckets[rank(panel)] as ReadablePanel[];
-      if (bucket.length < wanted) bucket.push(panel);
+      buckets.add(panel);
     }
   }
   const shown = buckets
-    .flat()
+    .ordered()
     .slice(page * pageSize, wanted)
     .map((panel) => panel.reading());
   return { shown, more: matching > wanted, byState, failing };

@@ -1,4 +1,4 @@
-// The panels: one row each (the most telling first: locked, in grace, failing), filtered by state
+// The panels: one row each (the most telling first: locked, expiring soon, in grace, failing), filtered by state
 // and paged; a panel's page with its status, hosts and last checks, and "check now".
 import type { LicenseGuard } from '../guard/guard-api.js';
 import type { LicenseStatus } from '../guard/license-status.js';
@@ -43,23 +43,31 @@ export async function panelsList(
   const more = hasMore ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page + 1) })}`, 'Next page →') : '';
   const back = page > 0 ? link(ctx, `/?${new URLSearchParams({ ...(state ? { state } : {}), page: String(page - 1) })}`, '← Previous page') : '';
   return `<h1>Panels</h1><div class="cards">${cards}${failing === undefined ? '' : `<div class="card"><b>${failing}</b><span>failing</span></div>`}</div>
-<h2>${state ? `${escapeHtml(state)} panels` : 'All panels, locked and in grace first'}</h2><p class="filters">${filters}</p>
-<table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th><th>Licensed domains</th></tr></thead>
-<tbody>${rows || '<tr><td colspan="8" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
+<h2>${state ? `${escapeHtml(state)} panels` : 'All panels: locked first, then those expiring soon, in grace, failing'}</h2><p class="filters">${filters}</p>
+<table><thead><tr><th>Panel</th><th>State</th><th>Grace left</th><th>Expires in</th><th>Last check</th><th>Next check</th><th>Failures in a row</th><th>Store</th><th>Licensed domains</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="9" class="muted">No panel here.</td></tr>'}</tbody></table><p>${back} ${more}</p>`;
 }
 
-function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, graceLeftMs }: PanelReading): string {
+function panelRow(ctx: PageContext, source: PanelsSource, { panel, status, graceLeftMs, expiresInMs }: PanelReading): string {
   const hosts = source.instruments.multiPanel ? source.guard.hostsOf(panel).slice(0, 3) : [];
-  // Operators know a panel by its host; its id (derived from its key, never the key) comes second.
+  // Operators know a panel by its host (one panel: by its brand name); its id (derived from its
+  // key, never the key) comes second.
+  const known = hosts.length > 0 ? hosts.join(', ') : singlePanelName(source);
   const name =
-    hosts.length > 0
-      ? `${link(ctx, `/panels/${encodeURIComponent(panel)}`, hosts.join(', '))}<br><span class="muted">${escapeHtml(panel)}</span>`
+    known !== undefined
+      ? `${link(ctx, `/panels/${encodeURIComponent(panel)}`, known)}<br><span class="muted">${escapeHtml(panel)}</span>`
       : link(ctx, `/panels/${encodeURIComponent(panel)}`, panel);
   return `<tr><td>${name}</td><td>${stateBadge(status.state)}</td>
 <td>${status.state === 'locked' || status.state === 'pending' ? '—' : escapeHtml(duration(graceLeftMs))}</td>
+<td>${expiresInMs === null ? '—' : escapeHtml(expiresInMs <= 0 ? 'passed' : duration(expiresInMs))}</td>
 <td>${when(status.lastCheckAt, ctx.now)} ${escapeHtml(lastOutcome(status))}</td>
 <td>${when(status.nextCheckAt, ctx.now)}</td><td>${status.consecutiveFailures}</td><td>${escapeHtml(status.store)}</td>
 <td>${escapeHtml(domainsOf(viewOf(source, panel, hosts[0])).hosts)}</td></tr>`;
+}
+
+/** One panel's guard: the panel's brand name, as its templates show it (the mother's `name`, or `defaultName`). */
+function singlePanelName(source: PanelsSource): string | undefined {
+  return source.instruments.multiPanel ? undefined : source.instruments.view?.()?.snapshot.branding.name;
 }
 
 /** The panel's view through `host`, if that host is still this panel's (a host may move to another panel). */
@@ -124,7 +132,7 @@ export function panelPage(ctx: PageContext, source: PanelsSource, panel: string,
   const view = viewOf(source, panel, found.host);
   const domains = domainsOf(view);
   rows.push(['Licensed domains', escapeHtml(domains.hosts)], ['Other hosts', escapeHtml(domains.policy)]);
-  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>
+  return `${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}<h1>${escapeHtml(hosts[0] ?? singlePanelName(source) ?? `Panel ${panel}`)} ${stateBadge(status.state)}</h1>
 <p>${action(ctx, `/panels/${encodeURIComponent(panel)}/refresh`, 'Check now')}</p>${fields(rows)}
 <h2>Last checks on this instance</h2>${checkTimeline(source.activity.checksOf(panel))}${view ? brandingSection(view.snapshot) : ''}`;
 }
@@ -142,6 +150,7 @@ function brandingSection({ branding, license }: GuardSnapshot): string {
     ['License status', escapeHtml(license.status ?? '—')],
     ['Billing', escapeHtml(license.billingType ?? '—')],
     ['Expires', `${escapeHtml(license.expiresAt ?? '—')}${license.daysLeft === null ? '' : ` (${license.daysLeft} days left)`}`],
+    ['Expiry warning', license.expiryWarning === null ? '—' : `reached: ${license.expiryWarning} days`],
   ];
   return `<h2>Branding, as the templates get it</h2>${fields(rows)}`;
 }

@@ -81,11 +81,19 @@ export class GraceClock {
 
   /** Milliseconds of grace left (≤ 0 when it has run out). */
   remainingMs({ lastSuccessAt, gracePeriodMs, serverTime, expiresAt }: GraceInput): number {
-    const elapsed = this.elapsedSince(lastSuccessAt);
-    const byGrace = gracePeriodMs - elapsed;
+    const byGrace = gracePeriodMs - this.elapsedSince(lastSuccessAt);
     const expiryDay = parseIsoDate(expiresAt);
     if (expiryDay === null) return byGrace;
-    const motherNow = Math.max(this.highWater + this.offset.clockOffsetMs(), serverTime === null ? Number.NEGATIVE_INFINITY : serverTime * 1000 + elapsed);
-    return Math.min(byGrace, expiryDay + DAY_MS - motherNow);
+    return Math.min(byGrace, expiryDay + DAY_MS - this.motherNow(serverTime, lastSuccessAt));
+  }
+
+  /**
+   * The best estimate of the mother's time (ms): our latest reading plus the measured offset, or
+   * the verdict's `server_time` plus the time elapsed since, whichever is later (a clock set back
+   * cannot make a license last longer, nor its warnings come later).
+   */
+  motherNow(serverTime: number | null, lastSuccessAt: number): number {
+    const elapsed = this.elapsedSince(lastSuccessAt);
+    return Math.max(this.highWater + this.offset.clockOffsetMs(), serverTime === null ? Number.NEGATIVE_INFINITY : serverTime * 1000 + elapsed);
   }
 }

@@ -3,6 +3,7 @@
 import type { RequestHandler } from 'express';
 import type { LicenseGuardError } from '../errors.js';
 import type { LicenseState } from '../serve/license-state.js';
+import type { ExpiringEvent } from './expiry-warnings.js';
 import type { HealthHandlerOptions } from './health-handler.js';
 import type { ChangeEvent } from './license-monitor.js';
 import type { LicenseStatus } from './license-status.js';
@@ -12,6 +13,8 @@ export interface GuardEvents {
   change: (event: ChangeEvent) => void;
   lock: (event: ChangeEvent) => void;
   unlock: (event: ChangeEvent) => void;
+  /** The license reached one of `expiryWarnings` (days before `expires_at`): once per threshold per panel. */
+  expiring: (event: ExpiringEvent) => void;
   /** Everything the guard reports: switch on `error.code` (see LicenseGuardError). */
   error: (error: LicenseGuardError) => void;
 }

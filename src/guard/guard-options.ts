@@ -8,6 +8,7 @@ import { type AllowRule, createAllowMatcher } from '../serve/allow-list.js';
 import { type DomainsMode, resolveDomainPolicy } from '../serve/licensed-domains.js';
 import { type PublicMessageInput, publicMessageFrom, supportContactFrom } from '../serve/public-message.js';
 import type { ServeConfig } from '../serve/serve-config.js';
+import { validExpiryWarnings } from './expiry-warnings.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels/panels-options.js';
 import { GuardTelemetry } from './telemetry.js';
@@ -72,6 +73,13 @@ export interface LicenseGuardOptions {
   allowInsecureHttp?: boolean;
   /** fetch implementation (when the guard creates the client). @default globalThis.fetch */
   fetch?: FetchLike;
+  /**
+   * Days before the license's `expires_at` at which the guard emits `'expiring'`, once per
+   * threshold per panel (kept across restarts by `stateFile` or `store`), and from which
+   * `res.locals.license.expiryWarning` is set for a banner. Whole days, 0 (the last day) to 3650;
+   * `[]` for none. Counted on the mother's clock. @default [30, 14, 7, 3, 1]
+   */
+  expiryWarnings?: number[];
   /** Clock in ms for grace, expiry and status (not for request signing); injected by tests. @default Date.now */
   now?: () => number;
   /** Random source in [0, 1) for the retry jitter (the schedule's jitter is node-cron's own). @default Math.random */
@@ -140,6 +148,7 @@ const KNOWN = optionNames<LicenseGuardOptions>({
   schedule: true,
   jitterMs: true,
   gracePeriodMs: true,
+  expiryWarnings: true,
   retryBaseMs: true,
   retryMaxMs: true,
   startupTimeoutMs: true,
@@ -242,6 +251,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     schedule: problems.check(() => validSchedule(options.schedule ?? '*/5 * * * *'), ''),
     jitterMs: problems.check(() => timerMs('jitterMs', options.jitterMs, 30_000, 0), 0),
     gracePeriodMs: problems.check(() => positiveInteger('gracePeriodMs', options.gracePeriodMs, 72 * 60 * 60 * 1000, 0), 0),
+    expiryWarnings: problems.check(() => validExpiryWarnings(options.expiryWarnings), []),
     retryBaseMs,
     retryMaxMs,
     startupTimeoutMs: problems.check(() => timerMs('startupTimeoutMs', options.startupTimeoutMs, 5000, 0), 0),

@@ -5,6 +5,7 @@ import { isExpressResponse, notExpressError } from '../serve/express-only.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { serveVerdict, uncheckedDomainWarning } from '../serve/serve-verdict.js';
 import { createClusterSync, sharedRecordOf } from './cluster/cluster-wiring.js';
+import { expiresInMs, motherNow } from './expiry-warnings.js';
 import type { LicenseGuard } from './guard-api.js';
 import { type GuardConfig, type LicenseGuardOptions, resolveGuardOptions } from './guard-options.js';
 import { createHealthHandler } from './health-handler.js';
@@ -158,7 +159,14 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
     telemetry: config.telemetry,
     multiPanel: false,
     hasStore: config.store !== undefined,
-    readings: () => [{ panel: config.panelKey, status: guard.status(), graceLeftMs: monitor.graceLeftMs() }],
+    readings: () => [
+      {
+        panel: config.panelKey,
+        status: guard.status(),
+        graceLeftMs: monitor.graceLeftMs(),
+        expiresInMs: expiresInMs(monitor.entry.verdict, motherNow(monitor)),
+      },
+    ],
     view: () => ({ snapshot: monitor.entry.snapshot, domains: config.domains }),
   });
   guard.on = (event, listener) => {

@@ -8,10 +8,11 @@ import { describeError, type LogFields } from '../logger.js';
 import { type LicenseEvent, type LicenseState, transition } from '../serve/license-state.js';
 import { buildSnapshot } from '../serve/snapshot.js';
 import { BEFORE_ANY, type CheckOrder, isAfter } from './check-order.js';
+import { type WarnedThrough, type WarningClaims, warnIfExpiring } from './expiry-warnings.js';
 import { CLOCK_TOLERANCE_MS, GraceClock } from './grace-clock.js';
 import type { GuardConfig } from './guard-options.js';
 import type { LicenseStatus } from './license-status.js';
-import { type ChangeEvent, emitSafely, type Listener, type MonitorRelay, reportError, type VerdictEntry } from './monitor-events.js';
+import { type ChangeEvent, emitSafely, type Listener, type MonitorEvent, type MonitorRelay, reportError, type VerdictEntry } from './monitor-events.js';
 import { writeStateFile } from './state-file.js';
 
 export type { ChangeEvent, MonitorRelay, VerdictEntry } from './monitor-events.js';
@@ -22,7 +23,7 @@ export class LicenseMonitor {
    * panel's events go through its relay, and an emitter per panel would cost ~300 bytes each.
    */
   private emitter: EventEmitter | undefined;
-  private readonly config: GuardConfig;
+  readonly config: GuardConfig;
   /**
    * The verdict the request path reads: one per monitor (a guard, or one panel of `panels` mode),
    * so guards never share or reset each other's state. A plain field, replaced whole on every
@@ -45,6 +46,10 @@ export class LicenseMonitor {
   lastCheckBy: 'self' | 'peer' | null = null;
   /** Failed checks in a row according to the last peer record applied (cluster mode). */
   peerFailures = 0;
+  /** The expiry warnings fired for the verdict's `expires_at`, kept where the verdict is (expiry-warnings.ts). */
+  warned: WarnedThrough | null = null;
+  /** Cluster mode: the store's leases, so that one instance fires each warning. */
+  claims: WarningClaims | undefined;
 
   constructor(config: GuardConfig) {
     this.config = config;
@@ -108,6 +113,7 @@ export class LicenseMonitor {
     this.clock.anchor(at);
     const event: LicenseEvent = verdict.active ? 'verified-active' : 'verified-inactive';
     this.move(event, verdict, at, verdict.active ? null : (verdict.reason ?? 'The license is inactive.'));
+    warnIfExpiring(this);
     this.persist();
     return true;
   }
@@ -123,6 +129,7 @@ export class LicenseMonitor {
     this.move('check-failed', verdict, lastSuccessAt, reason);
     this.checkGraceEnd();
     this.report(error, { event: 'check_failed', attempt });
+    warnIfExpiring(this);
     // Keeps the file's clock high-water mark current during an outage, so a restart with the
     // clock set back is recognised.
     this.persist();
@@ -173,7 +180,7 @@ export class LicenseMonitor {
     const { stateFile, stateMac, panelKey } = this.config;
     const { verdict, lastSuccessAt } = this.entry;
     if (!stateFile || !stateMac || verdict === undefined || lastSuccessAt === null) return;
-    const stored = { verdict, lastSuccessAt: Math.floor(lastSuccessAt), savedAt: Math.floor(this.clock.latestSeen()) };
+    const stored = { verdict, lastSuccessAt: Math.floor(lastSuccessAt), savedAt: Math.floor(this.clock.latestSeen()), warned: this.warned };
     this.writes = (this.writes ?? Promise.resolve())
       .then(() => writeStateFile(stateFile, panelKey, stateMac, stored))
       .catch((e: unknown) =>
@@ -250,9 +257,9 @@ export class LicenseMonitor {
     if (state === previous) return;
     this.config.telemetry.transition({ panel: this.config.panelKey, state, previous });
     const change: ChangeEvent = { state, previous, reason: entryReason };
-    this.safeEmit('change', change);
-    if (state === 'locked') this.safeEmit('lock', change);
-    if (previous === 'locked' && state === 'active') this.safeEmit('unlock', change);
+    this.emit('change', change);
+    if (state === 'locked') this.emit('lock', change);
+    if (previous === 'locked' && state === 'active') this.emit('unlock', change);
   }
 
   /**
@@ -268,11 +275,13 @@ export class LicenseMonitor {
     serverTime: number | null,
     reason: string | null,
   ): VerdictEntry {
-    return { state, verdict, lastSuccessAt, serverTime, reason, snapshot: buildSnapshot(this.config, state, verdict, reason, this.config.now()) };
+    // Days left are counted on the mother's clock, as the warnings and the metric count them.
+    const now = lastSuccessAt === null ? this.config.now() : this.clock.motherNow(serverTime, lastSuccessAt);
+    return { state, verdict, lastSuccessAt, serverTime, reason, snapshot: buildSnapshot(this.config, state, verdict, reason, now) };
   }
 
   /** Calls each listener on its own (monitor-events.ts). */
-  private safeEmit(event: 'change' | 'lock' | 'unlock' | 'error', payload: unknown): void {
+  emit(event: MonitorEvent | 'error', payload: unknown): void {
     emitSafely(this.emitter, this.relay, this.config, event, payload);
   }
 

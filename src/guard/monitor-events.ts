@@ -7,6 +7,7 @@ import { errorCodeOf } from '../errors.js';
 import { describeError, type LogFields, withPrefix } from '../logger.js';
 import type { LicenseState } from '../serve/license-state.js';
 import type { GuardSnapshot } from '../serve/snapshot.js';
+import type { ExpiringEvent } from './expiry-warnings.js';
 import type { GuardConfig } from './guard-options.js';
 
 /** One cache entry per panel: the last verified verdict, when it came, and the derived view. */
@@ -20,6 +21,9 @@ export interface VerdictEntry {
   readonly reason: string | null;
   readonly snapshot: GuardSnapshot;
 }
+
+/** The events a monitor tells its listeners (besides 'error'). */
+export type MonitorEvent = 'change' | 'lock' | 'unlock' | 'expiring';
 
 export interface ChangeEvent {
   state: LicenseState;
@@ -35,7 +39,7 @@ export interface ChangeEvent {
 export interface MonitorRelay {
   /** A new entry: what requests get may have changed. */
   moved(): void;
-  event(name: 'change' | 'lock' | 'unlock', change: ChangeEvent): void;
+  event(name: MonitorEvent, payload: ChangeEvent | ExpiringEvent): void;
   /** Returns false when nobody listens there: the monitor logs the error instead. */
   error(error: unknown): boolean;
 }
@@ -50,11 +54,11 @@ export function emitSafely(
   emitter: EventEmitter | undefined,
   relay: MonitorRelay | undefined,
   config: Pick<GuardConfig, 'logger' | 'panelKey'>,
-  event: 'change' | 'lock' | 'unlock' | 'error',
+  event: MonitorEvent | 'error',
   payload: unknown,
 ): void {
   const listeners = (emitter?.rawListeners(event) ?? []) as Listener[];
-  if (relay !== undefined && event !== 'error') listeners.push((change) => relay.event(event, change as ChangeEvent));
+  if (relay !== undefined && event !== 'error') listeners.push((payload) => relay.event(event, payload as ChangeEvent | ExpiringEvent));
   for (const listener of listeners) {
     try {
       listener.call(emitter, payload);

@@ -7,6 +7,7 @@ import { type LicenseResponse, licenseResponseSchema } from '../client/license-r
 import { LocalStateError } from '../errors.js';
 import { type Mac, seal, unseal } from '../license-store/sealed-json.js';
 import { shown } from '../options.js';
+import { type WarnedThrough, warnedSchema } from './expiry-warnings.js';
 
 export interface StoredVerdict {
   verdict: LicenseResponse;
@@ -14,6 +15,8 @@ export interface StoredVerdict {
   lastSuccessAt: number;
   /** The latest wall time this panel had seen when the file was written (clock high-water mark). */
   savedAt: number;
+  /** The expiry warnings fired for the verdict's `expires_at` (absent from older files: none). */
+  warned?: WarnedThrough | null;
 }
 
 const VERSION = 2;
@@ -24,6 +27,7 @@ const payloadSchema = z.object({
   savedAt: z.number().int().nonnegative(),
   lastSuccessAt: z.number().int().nonnegative(),
   verdict: licenseResponseSchema,
+  warned: warnedSchema.nullable().optional(),
 });
 
 const rejected = (file: string, why: string) =>
@@ -54,15 +58,22 @@ export async function readStateFile(file: string, panelId: string, mac: Mac): Pr
   const parsed = payloadSchema.safeParse(unsealed.payload);
   if (!parsed.success) throw rejected(file, 'is corrupt');
   if (parsed.data.panel !== panelId) throw rejected(file, 'belongs to another panel or mother');
-  const { verdict, lastSuccessAt, savedAt } = parsed.data;
-  return { verdict, lastSuccessAt, savedAt };
+  const { verdict, lastSuccessAt, savedAt, warned } = parsed.data;
+  return { verdict, lastSuccessAt, savedAt, warned: warned ?? null };
 }
 
 /** Writes atomically: a temp file (mode 0600) renamed over the old one, so a crash leaves either. */
 export async function writeStateFile(file: string, panelId: string, mac: Mac, stored: StoredVerdict): Promise<void> {
   await mkdir(dirname(file), { recursive: true });
   const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  const payload = { version: VERSION, panel: panelId, savedAt: stored.savedAt, lastSuccessAt: stored.lastSuccessAt, verdict: stored.verdict };
+  const payload = {
+    version: VERSION,
+    panel: panelId,
+    savedAt: stored.savedAt,
+    lastSuccessAt: stored.lastSuccessAt,
+    verdict: stored.verdict,
+    warned: stored.warned ?? null,
+  };
   const body = seal(payload, mac);
   try {
     await writeFile(temp, body, { mode: 0o600, flush: true });

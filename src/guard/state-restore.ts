@@ -28,6 +28,8 @@ export async function restoreStateFile(monitor: LicenseMonitor, config: GuardCon
   }
   if (!stored || monitor.isClosed || monitor.entry.state !== 'pending') return;
   const { verdict, lastSuccessAt, savedAt } = stored;
+  // What fired before the restart has fired: the next check warns of what is new only.
+  monitor.warned = stored.warned ?? null;
   if (!verdict.active) {
     // Locking is always safe, whatever the clock says.
     monitor.move('verified-inactive', verdict, lastSuccessAt, verdict.reason ?? 'The license is inactive.');

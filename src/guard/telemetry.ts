@@ -28,6 +28,8 @@ export interface PanelReading {
   status: LicenseStatus;
   /** Time left before the panel locks if no check succeeds (active or grace); 0 when locked or pending. */
   graceLeftMs: number;
+  /** Time to the end of the active license's `expires_at` on the mother's clock (negative once passed); null without one. */
+  expiresInMs: number | null;
 }
 
 /** Hung on the guard under TELEMETRY (a registered symbol, so another copy of the package finds it). */

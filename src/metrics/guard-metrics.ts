@@ -10,7 +10,7 @@ export const CHECK_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /**
  * Registers the guard's metrics in `registry`; returns what stops the counters being fed.
  * Single panel: no panel label. `panels` mode: per-panel gauges carry `panel` for `panelSeries`
- * panels at most, those that carry information first (locked, grace, failing, pending); totals
+ * panels at most, those that carry information first (locked, expiring soon, grace, failing, pending); totals
  * by state and of failing panels cover every panel. Counters stay summed over panels.
  */
 export function registerGuardMetrics(registry: Registry, instruments: GuardInstruments, panelSeries: number): () => void {
@@ -86,6 +86,11 @@ export function registerGuardMetrics(registry: Registry, instruments: GuardInstr
     'panel_license_grace_remaining_seconds',
     'Seconds before the panel locks if no check succeeds (grace or expires_at); 0 when locked or pending.',
     ({ graceLeftMs }) => graceLeftMs / 1000,
+  );
+  perPanelGauge(
+    'panel_license_expires_in_seconds',
+    "Seconds to the end of the active license's expires_at day (UTC) on the mother's clock; negative once passed (NaN, or no sample, without one).",
+    ({ expiresInMs }) => (expiresInMs === null ? undefined : Math.round(expiresInMs / 1000)),
   );
   perPanelGauge('panel_license_clock_offset_seconds', "The mother's clock minus this host's, in seconds.", ({ status }) => status.clockOffsetMs / 1000);
   perPanelGauge('panel_license_consecutive_failures', 'Failed license checks in a row (0 after a success).', ({ status }) => status.consecutiveFailures);

@@ -143,7 +143,12 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     return result;
   };
 
-  const operations = operatorApi({ store, scoping, events, pauses, now: config.now, kick: () => worker.kick(), assertOpen });
+  const takeBack = async (id: number) => {
+    const row = worker.takeBack(id);
+    if (row !== undefined) await worker.handBack(row);
+    return row !== undefined;
+  };
+  const operations = operatorApi({ store, scoping, events, pauses, now: config.now, kick: () => worker.kick(), takeBack, assertOpen });
   const outbox: ReleaseOutbox = {
     ...operations,
     async enqueue(release, options) {

@@ -70,3 +70,9 @@ export function daysLeft(expiresAt: string | undefined, now: number): number | n
   if (expiryDay === null) return null;
   return Math.max(0, Math.ceil((expiryDay + DAY_MS - now) / DAY_MS) - 1);
 }
+
+/** The smallest expiry warning (`thresholds` ascending, in days) that `left` days have reached, or null. */
+export function reachedThreshold(thresholds: readonly number[], left: number | null): number | null {
+  if (left === null) return null;
+  return thresholds.find((days) => days >= left) ?? null;
+}

@@ -23,6 +23,8 @@ export interface ServeConfig {
   /** The message a locked page shows to visitors. */
   publicMessage: (verdict: PublicMessageInput) => string;
   supportContact: SupportContact | undefined;
+  /** Days before `expires_at` from which `license.expiryWarning` is set (ascending; `expiryWarnings`). */
+  expiryWarnings: readonly number[];
   /** Which hosts the panel answers on. */
   domains: DomainPolicy;
   logger: StructuredLogger;

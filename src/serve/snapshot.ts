@@ -2,7 +2,7 @@
 import type { LicenseResponse } from '../client/license-response.js';
 import { cleanText } from '../text.js';
 import { type Branding, brandingFrom } from './branding.js';
-import { daysLeft, type LicenseState } from './license-state.js';
+import { daysLeft, type LicenseState, reachedThreshold } from './license-state.js';
 import { lockPageCsp, renderLockPage } from './lock-page.js';
 import type { ServeConfig } from './serve-config.js';
 
@@ -16,6 +16,12 @@ export interface LicenseLocals {
   readonly billingType: string | null;
   readonly expiresAt: string | null;
   readonly daysLeft: number | null;
+  /**
+   * The expiry warning reached, in days (the smallest of `expiryWarnings` at or above `daysLeft`),
+   * while the panel serves; null otherwise (no `expires_at`, further off than every threshold,
+   * locked or pending). Show a renewal banner when it is not null.
+   */
+  readonly expiryWarning: number | null;
 }
 
 /**
@@ -75,14 +81,17 @@ export function buildSnapshot(
   const branding = brandingFrom(panel, config.defaults);
   const cleanReason = reason === null ? null : (cleanText(reason, REASON_MAX) ?? null);
   const expiresAt = cleanText(panel?.expires_at, 10);
+  const active = state === 'active' || state === 'grace';
+  const left = daysLeft(expiresAt ?? undefined, now);
   const license = sharedLicense({
     state,
-    active: state === 'active' || state === 'grace',
+    active,
     reason: cleanReason,
     status: cleanText(panel?.status, 40),
     billingType: cleanText(panel?.billing_type, 40),
     expiresAt,
-    daysLeft: daysLeft(expiresAt ?? undefined, now),
+    daysLeft: left,
+    expiryWarning: active && verdict?.active === true ? reachedThreshold(config.expiryWarnings, left) : null,
   });
   let lock: LockBodies | undefined;
   if (state === 'locked' || state === 'pending') {

@@ -2,6 +2,7 @@
 import { performance } from 'node:perf_hooks';
 import type { LicenseResponse } from '../../client/license-response.js';
 import { isAfter } from '../check-order.js';
+import { mergeWarned } from '../expiry-warnings.js';
 import type { LicenseMonitor } from '../license-monitor.js';
 import type { SharedVerdict } from './shared-verdict.js';
 
@@ -45,6 +46,8 @@ export function applySharedVerdict(monitor: LicenseMonitor, record: SharedVerdic
     const { verdict: held, lastSuccessAt: since, reason } = monitor.entry;
     monitor.move('check-failed', held, since, reason);
   }
+  // The warnings any instance fired for the verdict now held are fired (expiry-warnings.ts).
+  monitor.warned = mergeWarned(monitor.warned, record.warned, monitor.entry.verdict?.panel.expires_at);
   monitor.checkGraceEnd();
   return disputed ? 'disputed' : 'applied';
 }

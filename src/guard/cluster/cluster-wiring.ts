@@ -26,19 +26,28 @@ function commonOptions(config: GuardConfig, store: NonNullable<GuardConfig['stor
 export function createClusterSync(config: GuardConfig, monitor: LicenseMonitor, poller: () => Poller): ClusterSync | undefined {
   if (!config.store) return undefined;
   const checkTimeoutMs = config.client.timeoutMs;
-  return new ClusterSync({
-    ...commonOptions(config, config.store, monitor),
-    syncIntervalMs: config.syncIntervalMs,
-    staleAfterMs: config.jitterMs + checkTimeoutMs + 30_000,
-    // The elected peer waits up to jitterMs, then takes up to timeoutMs; then its record is due.
-    fallbackMs: config.jitterMs + checkTimeoutMs + 5000,
-    onPeerRecord: (record) => {
-      // The peer ran the newest check: it owns the retries, and its count of failures is ours.
-      poller().cancelRetry();
-      poller().seedFailures(record.failures);
-    },
-    checkNow: () => void poller().refresh(),
-  });
+  return claiming(
+    monitor,
+    new ClusterSync({
+      ...commonOptions(config, config.store, monitor),
+      syncIntervalMs: config.syncIntervalMs,
+      staleAfterMs: config.jitterMs + checkTimeoutMs + 30_000,
+      // The elected peer waits up to jitterMs, then takes up to timeoutMs; then its record is due.
+      fallbackMs: config.jitterMs + checkTimeoutMs + 5000,
+      onPeerRecord: (record) => {
+        // The peer ran the newest check: it owns the retries, and its count of failures is ours.
+        poller().cancelRetry();
+        poller().seedFailures(record.failures);
+      },
+      checkNow: () => void poller().refresh(),
+    }),
+  );
+}
+
+/** The monitor's expiry warnings are claimed through the sync's leases: one instance fires each. */
+function claiming(monitor: LicenseMonitor, sync: ClusterSync): ClusterSync {
+  monitor.claims = sync;
+  return sync;
 }
 
 /**
@@ -53,15 +62,18 @@ export function createPanelSync(
 ): ClusterSync | undefined {
   if (!config.store) return undefined;
   const checkTimeoutMs = config.client.timeoutMs;
-  return new ClusterSync({
-    ...commonOptions(config, config.store, monitor),
-    syncIntervalMs: 0,
-    staleAfterMs: checkTimeoutMs + 30_000,
-    // The elected instance may start its check a few seconds late under the per-second cap.
-    fallbackMs: checkTimeoutMs + 10_000,
-    mayReportOutage: outageGateOf(config.store),
-    ...hooks,
-  });
+  return claiming(
+    monitor,
+    new ClusterSync({
+      ...commonOptions(config, config.store, monitor),
+      syncIntervalMs: 0,
+      staleAfterMs: checkTimeoutMs + 30_000,
+      // The elected instance may start its check a few seconds late under the per-second cap.
+      fallbackMs: checkTimeoutMs + 10_000,
+      mayReportOutage: outageGateOf(config.store),
+      ...hooks,
+    }),
+  );
 }
 
 const OUTAGE_REPORT_INTERVAL_MS = 60_000;
@@ -106,5 +118,6 @@ export function sharedRecordOf(monitor: LicenseMonitor, failure: unknown, poller
     failures: failure === null ? 0 : poller.consecutiveFailures() + 1,
     nextCheckAt: next === null ? null : Math.floor(next),
     savedAt: Math.floor(monitor.clock.now()),
+    warned: monitor.warned,
   };
 }

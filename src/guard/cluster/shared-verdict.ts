@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { licenseResponseSchema } from '../../client/license-response.js';
 import { LocalStateError } from '../../errors.js';
 import { type Mac, seal, unseal } from '../../license-store/sealed-json.js';
+import { warnedSchema } from '../expiry-warnings.js';
 import { CLOCK_TOLERANCE_MS } from '../grace-clock.js';
 
 const VERSION = 1;
@@ -29,6 +30,8 @@ const recordSchema = z.object({
   failures: z.number().int().nonnegative(),
   /** When the checker expects the next scheduled check (ms), so a starting instance knows the record is current. */
   nextCheckAt: z.number().int().nonnegative().nullable(),
+  /** The expiry warnings fired for the verdict's `expires_at` (expiry-warnings.ts; absent from older writers). */
+  warned: warnedSchema.nullable().optional(),
   /** The writer's clock when it wrote the record (not its high-water mark: one past jump must not follow a host forever). */
   savedAt: z.number().int().nonnegative(),
 });

@@ -2,6 +2,7 @@
 // as a state file would (inactive stays locked, active gets the grace left, on the clock it had),
 // never trusted beyond its grace; and a panel back after idling past its grace, no longer trusted.
 import type { LicenseResponse } from '../../client/license-response.js';
+import type { WarnedThrough } from '../expiry-warnings.js';
 import type { LicenseMonitor } from '../license-monitor.js';
 
 /** An evicted panel's last verified verdict. */
@@ -12,6 +13,8 @@ export interface Retired {
   latestSeen: number;
   elapsedMs: number;
   retiredAtMono: number;
+  /** The expiry warnings fired for its `expires_at`. */
+  warned: WarnedThrough | null;
 }
 
 /** What survives eviction, or undefined when the panel never had a verified verdict. */
@@ -19,7 +22,8 @@ export function retire(monitor: LicenseMonitor): Retired | undefined {
   const { verdict, lastSuccessAt } = monitor.entry;
   if (verdict === undefined || lastSuccessAt === null) return undefined;
   const { clock } = monitor;
-  return { verdict, lastSuccessAt, latestSeen: clock.latestSeen(), elapsedMs: clock.elapsedSince(lastSuccessAt), retiredAtMono: performance.now() };
+  const elapsedMs = clock.elapsedSince(lastSuccessAt);
+  return { verdict, lastSuccessAt, latestSeen: clock.latestSeen(), elapsedMs, retiredAtMono: performance.now(), warned: monitor.warned };
 }
 
 /**
@@ -27,8 +31,9 @@ export function retire(monitor: LicenseMonitor): Retired | undefined {
  * left, counted on the clock it had (a clock set back meanwhile extends nothing). Returns false
  * when nothing could be resumed (the panel is pending and must be checked).
  */
-export function restore(monitor: LicenseMonitor, { verdict, lastSuccessAt, latestSeen, elapsedMs, retiredAtMono }: Retired): boolean {
+export function restore(monitor: LicenseMonitor, { verdict, lastSuccessAt, latestSeen, elapsedMs, retiredAtMono, warned }: Retired): boolean {
   const { clock } = monitor;
+  monitor.warned = warned;
   clock.seen(latestSeen);
   clock.anchorElapsed(elapsedMs + (performance.now() - retiredAtMono));
   if (!verdict.active) {

@@ -7,6 +7,7 @@ import type { LicenseState } from '../../serve/license-state.js';
 import { type ServeHooks, warnUncheckedDomain } from '../../serve/serve-verdict.js';
 import type { ClusterSync } from '../cluster/cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from '../cluster/cluster-wiring.js';
+import { expiresInMs, motherNow } from '../expiry-warnings.js';
 import type { GuardConfig } from '../guard-options.js';
 import { type ChangeEvent, LicenseMonitor, type MonitorRelay } from '../license-monitor.js';
 import type { LicenseStatus } from '../license-status.js';
@@ -279,7 +280,8 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
   }
 
   reading(): PanelReading {
-    return { panel: this.id, status: this.status(), graceLeftMs: this.monitor.graceLeftMs() };
+    const { monitor } = this;
+    return { panel: this.id, status: this.status(), graceLeftMs: monitor.graceLeftMs(), expiresInMs: expiresInMs(monitor.entry.verdict, motherNow(monitor)) };
   }
 
   /** Stops at once; the promise settles when the store's last write and unsubscribe have (bounded). */

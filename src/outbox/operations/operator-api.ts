@@ -46,6 +46,8 @@ export interface OperatorDeps {
   pauses: Pauses;
   now: () => number;
   kick: () => void;
+  /** This process's worker gives back a row it holds unsent (waiting for a slot), if it does. */
+  takeBack: (id: number) => Promise<boolean>;
   assertOpen: (method: string) => void;
 }
 
@@ -70,6 +72,11 @@ export function operatorApi(deps: OperatorDeps) {
       throw new TypeError(`panel-license-guard: ${method}() \`reason\` must be a non-empty string of at most 500 characters, received ${shown(reason)}.`);
     let answer: CancelAnswer = await cancel({ ...target, nowMs: now(), note: reason });
     for (let look = 0; answer.result === 'in-flight' && options.wait !== false; look++) {
+      // Held by this process's worker but not sent yet (claimed ahead): given back unsent, then cancelled.
+      if (answer.id !== undefined && (await deps.takeBack(answer.id))) {
+        answer = await cancel({ ...target, nowMs: now(), note: reason });
+        continue;
+      }
       // The attempt under way ends with its outcome recorded, or its lease runs out.
       if (now() > (answer.leaseExpiresAt ?? 0) + LEASE_SLACK_MS) break;
       await new Promise((resolve) => setTimeout(resolve, IN_FLIGHT_LOOK_MS[Math.min(look, IN_FLIGHT_LOOK_MS.length - 1)]));
@@ -114,7 +121,7 @@ export function operatorApi(deps: OperatorDeps) {
     async paused(): Promise<PausedNow> {
       deps.assertOpen('paused');
       needs('paused', 'controls');
-      await pauses.refresh();
+      await pauses.refresh(true);
       return pauses.now();
     },
     deliveries: feed.deliveries,

@@ -16,7 +16,8 @@ export function createHandBack(options: {
   const { settle, now, reportError, done } = options;
   const going = new Set<Promise<void>>();
   return {
-    handBack(row: ClaimedRow): void {
+    /** Resolves once the store has it back (or failed to take it: its lease then runs out). */
+    handBack(row: ClaimedRow): Promise<void> {
       const nowMs = now();
       const outcome: DeliveryOutcome = { kind: 'retry', nextAttemptAt: nowMs, error: HANDED_BACK, notSent: true };
       const back: Promise<void> = settle(row, outcome, nowMs)
@@ -30,6 +31,7 @@ export function createHandBack(options: {
           done(row);
         });
       going.add(back);
+      return back;
     },
     /** Hand-backs under way (stop() waits for them). */
     pending: (): Promise<void>[] => [...going],

@@ -107,6 +107,12 @@ export class HeldRows {
     return this.queue.shift();
   }
 
+  /** Takes row `id` out, if it waits here (a cancel wants it back unsent). */
+  take(id: number): Waiting | undefined {
+    const at = this.queue.findIndex((waiting) => waiting.row.id === id);
+    return at < 0 ? undefined : this.queue.splice(at, 1)[0];
+  }
+
   /** Takes every row out (the worker stops). */
   takeAll(): Waiting[] {
     return this.queue.splice(0);

@@ -44,6 +44,10 @@ export interface DeliveryWorker {
   handedOff(lease: WorkerLease, row: ClaimedRow | undefined): void;
   /** An enqueue of this process (outside a caller's transaction) replaced pending row `id`'s payload. */
   replaced(id: number): void;
+  /** Takes row `id` out of the rows waiting for a slot, if it waits there (not being sent). */
+  takeBack(id: number): ClaimedRow | undefined;
+  /** Gives a row taken back to the store unsent (due at once, no attempt counted). */
+  handBack(row: ClaimedRow): Promise<void>;
   /** Stops claiming rows; resolves once every push in flight has been recorded. */
   stop(): Promise<void>;
   /** While true, the poll timer keeps the process alive (someone awaits drain()). */

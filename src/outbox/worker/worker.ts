@@ -217,9 +217,9 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
     slots.deliveries.add(delivery);
   }
 
-  function handBack(row: ClaimedRow): void {
+  function handBack(row: ClaimedRow): Promise<void> {
     holds.handedBack(row.panel);
-    backs.handBack(row);
+    return backs.handBack(row);
   }
 
   const outcomes = createOutcomeRecorder({ settle, events, now, wakeAt, reportError: (error, row) => reportError(events, error, row) });
@@ -251,6 +251,8 @@ export function createDeliveryWorker(config: WorkerConfig): DeliveryWorker {
       kick();
     },
     kick,
+    takeBack: (id) => ready.take(id)?.row,
+    handBack,
     leaseFor(panel) {
       if (!running || !handOffs.open() || panel !== routing.panel || holds.size > 0 || !pauses.loaded || pauses.isPaused(panel)) return undefined;
       // Claims under way are not counted: while rows are handed off they bring few or none.

@@ -569,8 +569,9 @@ describe('sqliteOutboxStore()', () => {
     const Driver = loadSqliteDriver();
     const db = new Driver(file);
     db.exec(
-      'DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; DROP INDEX release_outbox_list; DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list',
+      'DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; DROP INDEX release_outbox_list; DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list; DROP INDEX release_outbox_feed',
     );
+    db.exec('ALTER TABLE release_outbox DROP COLUMN feed_position; DROP TABLE release_outbox_controls');
     db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
     db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
     db.pragma('user_version = 1');
@@ -587,7 +588,7 @@ describe('sqliteOutboxStore()', () => {
     await writer.enqueue(row('New', 't1'), T0);
     expect(await writer.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
     const check = new Driver(file, { readonly: true });
-    expect(check.pragma('user_version', { simple: true })).toBe(5);
+    expect(check.pragma('user_version', { simple: true })).toBe(6);
     expect(check.prepare('SELECT history_of FROM release_outbox WHERE id = 2').get()).toEqual({ history_of: 1 });
     check.close();
   });

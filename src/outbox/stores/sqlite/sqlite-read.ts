@@ -2,6 +2,7 @@
 
 import type { SqliteDatabase, SqliteStatement } from '../../../db/sqlite-driver.js';
 import { OUTBOX_STATES, type OutboxState, type OutboxStore, type StoredRow } from '../../store.js';
+import { OPERATION_SQL } from './sqlite-operations.js';
 import { createPanelRanking } from './sqlite-panel-ranking.js';
 import { closeOutboxDatabase } from './sqlite-schema.js';
 
@@ -143,8 +144,15 @@ export function readOnlyStore(db: SqliteDatabase, file: string): OutboxStore {
   const refuse = (method: string) => () => {
     throw new Error(`panel-license-guard: the outbox ${file} was opened read-only; ${method}() needs it opened for writing.`);
   };
+  // A file older than v6 has no controls (nothing paused); the feed stamps positions, a write.
+  const hasControls = db.prepare("SELECT 1 AS found FROM sqlite_schema WHERE type = 'table' AND name = 'release_outbox_controls'").get() !== undefined;
+  const controls = hasControls ? db.prepare(OPERATION_SQL.controls) : undefined;
   return {
     ...createReaders(db),
+    controls: () => Object.fromEntries(((controls?.all() ?? []) as { name: string; value: string }[]).map(({ name, value }) => [name, value])),
+    cancel: refuse('cancel'),
+    setControl: refuse('setControl'),
+    deliveries: refuse('deliveries'),
     enqueue: refuse('enqueue'),
     claimDue: refuse('claimDue'),
     claimFair: refuse('claimFair'),

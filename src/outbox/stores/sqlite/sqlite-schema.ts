@@ -4,13 +4,15 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from '../../../db/sqlite-driver.js';
 import { MIGRATION_WAIT_MS, migrationNotice } from './sqlite-migration-wait.js';
+import { migrateOperatorSchema, STATE_CHECK } from './sqlite-operator-schema.js';
 
-const SCHEMA_VERSION = 5;
+const SCHEMA_VERSION = 6;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
 // `history_of` (v2) marks a delivered payload kept after its row took a newer one: the row's id.
 // `panel` (v3) is whose credentials the row goes out with; '' for a row stored before v3.
+// 'cancelled' (v6) and the feed's column: sqlite-operator-schema.ts.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS release_outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -18,7 +20,7 @@ CREATE TABLE IF NOT EXISTS release_outbox (
   remote_track_id  TEXT,
   body             TEXT    NOT NULL,
   content_hash     TEXT    NOT NULL,
-  state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+  state            TEXT    NOT NULL ${STATE_CHECK},
   attempts         INTEGER NOT NULL DEFAULT 0,
   next_attempt_at  INTEGER NOT NULL,
   last_error       TEXT,
@@ -115,7 +117,8 @@ export function openOutboxDatabase(file: string, busyTimeoutMs: number, readonly
     try {
       const version = Number(db.pragma('user_version', { simple: true }));
       if (version > SCHEMA_VERSION) throw tooNew(file, version);
-      // An older schema reads the same (v2 added a column listing never shows; v3's `panel` reads as '' when missing).
+      // An older schema reads the same (v2 added a column listing never shows; v3's `panel` reads as '' when missing;
+      // before v6 there are no controls to read, and no feed: sqlite-read.ts).
       if (version < 1) throw new Error(`panel-license-guard: ${file} is not a release outbox (no outbox schema in it).`);
       return db;
     } catch (error) {
@@ -154,6 +157,7 @@ function migrateFile(db: SqliteDatabase, file: string, busyTimeoutMs: number): v
     if (current === 1) db.exec(MIGRATE_V1_TO_V2);
     if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
     db.exec(INDEXES);
+    migrateOperatorSchema(db, file);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   });
   try {

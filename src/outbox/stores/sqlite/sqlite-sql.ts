@@ -72,9 +72,11 @@ export const SQLITE_OUTBOX_SQL = {
     (SELECT MAX(id) FROM release_outbox) AS highestId`,
   // The unary + keeps SQLite on the id range: through the state index it would scan every
   // delivered row of the table for each batch.
+  // Cancelled rows go as dead ones do. With @feedHold, a delivered row goes only once every feed
+  // has read past it (its position at most @feedHold; a row with no position yet is unread).
   prune: `DELETE FROM release_outbox WHERE id > @afterId AND id <= @lastId AND (
-      (+state = 'dead' AND updated_at < @deadBefore)
-      OR (+state = 'delivered' AND updated_at < @deliveredBefore AND (remote_track_id IS NULL OR EXISTS (
+      (+state IN ('dead', 'cancelled') AND updated_at < @deadBefore)
+      OR (+state = 'delivered' AND updated_at < @deliveredBefore AND (@feedHold IS NULL OR feed_position <= @feedHold) AND (remote_track_id IS NULL OR EXISTS (
         SELECT 1 FROM release_outbox AS newer WHERE newer.panel = release_outbox.panel AND newer.remote_track_id = release_outbox.remote_track_id
           AND newer.state = 'delivered' AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(release_outbox.delivered_seq, 0), release_outbox.id)))))`,
 };

@@ -1,4 +1,5 @@
-// The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions.
+// The durable outbox store: one SQLite file (WAL; an enqueue resolves once on disk), rows leased in IMMEDIATE transactions;
+// what operators do (cancel, controls, the delivery feed) in sqlite-operations.ts and sqlite-feed.ts.
 
 import type { SqliteStatement } from '../../../db/sqlite-driver.js';
 import { optionError, optionNames, positiveInteger, rejectUnknownOptions, shown } from '../../../options.js';
@@ -20,7 +21,9 @@ import {
   type SettleRequest,
 } from '../../store.js';
 import { gatherHeads, panelRing, pickFairly } from '../shared/fair-claim.js';
-import { sqliteGroupCommit } from './sqlite-group-commit.js';
+import { createFeed } from './sqlite-feed.js';
+import { sqliteGroupCommit, walSyncOf } from './sqlite-group-commit.js';
+import { createOperations, durableWrites } from './sqlite-operations.js';
 import { createReaders, orNull, orUndefined, readOnlyStore } from './sqlite-read.js';
 import { openOutboxDatabase } from './sqlite-schema.js';
 import { SQLITE_OUTBOX_SQL } from './sqlite-sql.js';
@@ -175,11 +178,12 @@ export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStor
     return statements.adopt.run({ panel }).changes;
   });
 
-  const prune = db.transaction(({ deliveredBefore, deadBefore, afterId, limit }: PruneRequest): PruneResult => {
+  const prune = db.transaction(({ deliveredBefore, deadBefore, feedHold, afterId, limit }: PruneRequest): PruneResult => {
     const range = statements.pruneRange.get({ afterId, limit }) as { lastId: number | null; highestId: number | null };
     const [lastId, highestId] = [orUndefined(range.lastId), orUndefined(range.highestId)];
     if (lastId === undefined) return { deleted: 0, lastId, highestId };
-    return { deleted: statements.prune.run({ afterId, lastId, deliveredBefore, deadBefore }).changes, lastId, highestId };
+    const deleted = statements.prune.run({ afterId, lastId, deliveredBefore, deadBefore, feedHold: orNull(feedHold) }).changes;
+    return { deleted, lastId, highestId };
   });
 
   // An enqueue is the promise made to the caller, so it resolves only once on disk (below; rare
@@ -200,7 +204,10 @@ export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStor
   }
   syncNormal.run();
 
-  const enqueues = sqliteGroupCommit(db, enqueueRow, withFullSync);
+  // One WAL sync for the file: enqueues, cancels, controls and the feed share it (and its failure).
+  const wal = walSyncOf(db);
+  const enqueues = sqliteGroupCommit(db, enqueueRow, withFullSync, wal);
+  const operations = createOperations(db, durableWrites(wal, withFullSync));
 
   return {
     enqueue: async (row, nowMs, options, lease) => {
@@ -216,6 +223,8 @@ export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStor
     requeueDead: (id, nowMs, scope) => withFullSync(() => statements.requeue.run({ id: orNull(id), now: nowMs, panel: orNull(scope?.panel) }).changes),
     adoptUnassigned: (panel, nowMs) => withFullSync(() => adopt.immediate(panel, nowMs)),
     prune: (request) => prune.immediate(request),
+    ...operations,
+    deliveries: createFeed(db, wal),
     async close() {
       await enqueues.close();
       if (db.open) db.close();

@@ -53,7 +53,7 @@ async function plansOf(use: (readers: ReturnType<typeof createReaders>) => Promi
 
 describe('sqliteOutboxStore() reads', () => {
   it('lists a state through an index in id order, whatever the other filters: no scan of other states, no sort', async () => {
-    const states: (OutboxState | undefined)[] = ['pending', 'dead', 'delivered', undefined];
+    const states: (OutboxState | undefined)[] = ['pending', 'dead', 'delivered', 'cancelled', undefined];
     const plans = await plansOf(async (readers) => {
       for (const state of states)
         for (const panel of ['p', undefined])
