@@ -42,7 +42,7 @@ function isConnectionError(error: Error): boolean {
   return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 /**
  * The claim index's own condition (v5), said word for word by the claims so they may use
  * it; a lookup of a track's pending row does not say it, so it cannot take that index and walk a
@@ -65,6 +65,8 @@ export interface TableNames {
   migrations: string;
   /** `"schema"."table_deliveries"`, quoted: the sequence that orders deliveries. */
   deliveries: string;
+  /** `"schema"."table_controls"`, quoted: values every process shares (pauses, feed positions). */
+  controls: string;
   schema: string;
   bare: string;
 }
@@ -74,6 +76,7 @@ export function tableNames(schema: string, table: string): TableNames {
     table: `"${schema}"."${table}"`,
     migrations: `"${schema}"."${table}_migrations"`,
     deliveries: `"${schema}"."${table}_deliveries"`,
+    controls: `"${schema}"."${table}_controls"`,
     schema,
     bare: table,
   };
@@ -178,14 +181,44 @@ function dropOwnIndex({ table, bare, schema }: TableNames, suffix: string): stri
       THEN DROP INDEX "${schema}"."${bare}_${suffix}"; END IF; END $$`;
 }
 
-const MIGRATIONS = [migrationV1, migrationV2, migrationV3, migrationV4, migrationV5];
+/**
+ * v6, what operators do: a `cancelled` state, a feed position per delivery, and shared controls.
+ * The state CHECK was named by PostgreSQL (`<table>_state_check`, the table's part cut short for a
+ * long name), so every CHECK on `state` is dropped by what it constrains, not by name, and one
+ * named here replaces it. Feed positions are given after delivery (null until then, and for rows
+ * delivered before v6 until the first feed read): one unique index orders them (and would refuse
+ * one position given twice), one serves a panel's feed, and a partial one finds delivered rows
+ * still without a position without walking the pending ones. Control names compare byte for byte
+ * (COLLATE "C"), like panel ids.
+ */
+function migrationV6({ table, bare, schema, controls }: TableNames): string[] {
+  return [
+    `DO $$ DECLARE c record; BEGIN
+      FOR c IN SELECT conname FROM pg_constraint JOIN pg_attribute ON attrelid = conrelid AND attnum = ANY (conkey)
+        WHERE conrelid = '${table}'::regclass AND contype = 'c' AND attname = 'state' AND cardinality(conkey) = 1
+      LOOP EXECUTE format('ALTER TABLE ${table} DROP CONSTRAINT %I', c.conname); END LOOP; END $$`,
+    `ALTER TABLE ${table} ADD CONSTRAINT "${bare}_states" CHECK (state IN ('pending', 'delivered', 'dead', 'cancelled'))`,
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS feed_position BIGINT`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS "${bare}_feed" ON ${table} (feed_position) WHERE feed_position IS NOT NULL`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_panel_feed" ON ${table} (panel, feed_position) WHERE feed_position IS NOT NULL`,
+    `CREATE INDEX IF NOT EXISTS "${bare}_unfed" ON ${table} (delivered_at, id) WHERE state = 'delivered' AND feed_position IS NULL`,
+    `CREATE TABLE IF NOT EXISTS ${controls} (
+      name       VARCHAR(220) COLLATE "C" PRIMARY KEY,
+      value      VARCHAR(64)  NOT NULL,
+      updated_at BIGINT       NOT NULL
+    )`,
+    `COMMENT ON TABLE ${controls} IS 'panel-license-guard release outbox controls (schema "${schema}")'`,
+  ];
+}
+
+const MIGRATIONS = [migrationV1, migrationV2, migrationV3, migrationV4, migrationV5, migrationV6];
 
 /** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
 export function privilegeError(names: TableNames, error: unknown): Error {
   const code = (error as { code?: string }).code;
   if (code === '42501')
     return new Error(
-      `panel-license-guard: the database user lacks a privilege the outbox table ${names.table} needs (${(error as Error).message}). Grant it CREATE and USAGE on schema "${names.schema}" (CREATE on the database too if the schema does not exist yet), or create the table once with a user that may (the store does it on first use); afterwards it needs SELECT, INSERT, UPDATE and DELETE (retention) on ${names.table}, SELECT on ${names.migrations}, and USAGE and UPDATE on the sequences ${names.deliveries} and the id's. Upgrading the table to a new version needs its owner once.`,
+      `panel-license-guard: the database user lacks a privilege the outbox table ${names.table} needs (${(error as Error).message}). Grant it CREATE and USAGE on schema "${names.schema}" (CREATE on the database too if the schema does not exist yet), or create the table once with a user that may (the store does it on first use); afterwards it needs SELECT, INSERT, UPDATE and DELETE (retention) on ${names.table}, SELECT, INSERT, UPDATE and DELETE on ${names.controls}, SELECT on ${names.migrations}, and USAGE and UPDATE on the sequences ${names.deliveries} and the id's. Upgrading the table to a new version needs its owner once.`,
       { cause: error },
     );
   return error instanceof Error ? error : new Error(String(error));

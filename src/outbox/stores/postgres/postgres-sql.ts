@@ -201,11 +201,14 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
         SELECT 1 FROM ${t} AS newer WHERE newer.panel = dead.panel AND newer.remote_track_id = dead.remote_track_id AND newer.id > dead.id
           AND newer.history_of IS DISTINCT FROM dead.id))`,
     // Retention (rules.ts, mayPrune), one id range at a time so a pass never holds locks for long.
+    // Cancelled rows go as dead ones do; a delivered row only once every feed read it ($5, the
+    // lowest position a feed acknowledged; null when no feed holds rows).
     prune: `WITH examined AS (SELECT id FROM ${t} WHERE id > $1 ORDER BY id LIMIT $2),
       deleted AS (
         DELETE FROM ${t} AS old WHERE old.id IN (SELECT id FROM examined) AND (
-          (old.state = 'dead' AND old.updated_at < $4)
-          OR (old.state = 'delivered' AND old.updated_at < $3 AND (old.remote_track_id IS NULL OR EXISTS (
+          (old.state IN ('dead', 'cancelled') AND old.updated_at < $4)
+          OR (old.state = 'delivered' AND old.updated_at < $3 AND ($5::bigint IS NULL OR old.feed_position <= $5)
+            AND (old.remote_track_id IS NULL OR EXISTS (
             SELECT 1 FROM ${t} AS newer WHERE newer.panel = old.panel AND newer.remote_track_id = old.remote_track_id AND newer.state = 'delivered'
               AND (COALESCE(newer.delivered_seq, 0), newer.id) > (COALESCE(old.delivered_seq, 0), old.id)))))
         RETURNING 1)

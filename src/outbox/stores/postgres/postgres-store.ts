@@ -3,10 +3,12 @@
 import { OptionProblems, optionError, optionNames, rejectUnknownOptions, shown } from '../../../options.js';
 import { ADOPTION_SUPERSEDED } from '../../rules.js';
 import type { EnqueueLease, EnqueueOptions, NewOutboxRow, OutboxState, OutboxStore } from '../../store.js';
+import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow } from '../../store-operations.js';
 import { onCallerTransaction } from '../shared/caller-transaction.js';
 import { explainedStore } from '../shared/sql-work.js';
 import { createPostgresEnqueuer } from './postgres-enqueue.js';
 import { databaseFailure } from './postgres-errors.js';
+import { createPostgresOperations } from './postgres-operations.js';
 import { migrate, type PgPool, type PgQueryable, privilegeError, tableNames, validIdentifier, withClient } from './postgres-schema.js';
 import { createPostgresSettle } from './postgres-settle.js';
 import {
@@ -51,6 +53,11 @@ export interface PostgresOutboxStore extends OutboxStore {
    * connection, so it refuses to run before the table exists.
    */
   migrate(): Promise<void>;
+  // What operators do (store-operations.ts): always there on this store.
+  cancel(request: CancelRequest): Promise<CancelAnswer>;
+  controls(): Promise<Record<string, string>>;
+  setControl(name: string, value: string | undefined, nowMs: number): Promise<void>;
+  deliveries(request: FeedRequest): Promise<FeedRow[]>;
 }
 
 export function postgresOutboxStore(options: PostgresOutboxStoreOptions): PostgresOutboxStore {
@@ -146,6 +153,7 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
   const context: PgStoreContext = { pool, names, sql, hot, ready, inTransaction };
   const enqueuer = createPostgresEnqueuer(context);
   const { settle, settleMany } = createPostgresSettle(context);
+  const operations = createPostgresOperations({ pool, names, leaseClock, ready, inTransaction });
 
   const store: PostgresOutboxStore = {
     migrate: async () => {
@@ -233,14 +241,14 @@ export function postgresOutboxStore(options: PostgresOutboxStoreOptions): Postgr
       }
       return requeued;
     },
-    async prune({ deliveredBefore, deadBefore, afterId, limit }) {
+    async prune({ deliveredBefore, deadBefore, feedHold, afterId, limit }) {
       await ready();
       // Without DELETE on the table, say which privilege is missing (retention runs every hour).
-      const result = (
-        await pool.query(sql.prune, [afterId, limit, deliveredBefore, deadBefore]).catch((error: unknown) => Promise.reject(privilegeError(names, error)))
-      ).rows[0];
+      const values = [afterId, limit, deliveredBefore, deadBefore, orNull(feedHold)];
+      const result = (await pool.query(sql.prune, values).catch((error: unknown) => Promise.reject(privilegeError(names, error)))).rows[0];
       return { deleted: Number(result?.deleted ?? 0), lastId: num(result?.last_id), highestId: num(result?.highest_id) };
     },
+    ...operations,
     async close() {
       // The pool is the caller's: ending it here would break their other queries.
       await enqueuer.idle();

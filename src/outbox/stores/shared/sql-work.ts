@@ -31,7 +31,8 @@ export const WORK = {
   requeueDead: 'write',
   prune: 'retention',
   cancel: 'write',
-  controls: 'read',
+  // Read mostly by the worker, every second, for the pauses it must honour before claiming.
+  controls: 'deliver',
   setControl: 'write',
   deliveries: 'read',
 } as const satisfies Record<string, SqlWork>;

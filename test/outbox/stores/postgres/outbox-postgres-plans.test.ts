@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operationStatements } from '../../../../src/outbox/stores/postgres/postgres-operations-sql.js';
 import { tableNames } from '../../../../src/outbox/stores/postgres/postgres-schema.js';
 import { statements } from '../../../../src/outbox/stores/postgres/postgres-sql.js';
 import { postgresOutboxStore } from '../../../../src/postgres.js';
@@ -28,16 +29,40 @@ afterAll(async () => {
 
 /** Pages (shared buffers hit or read) `text` touches, run and rolled back. */
 async function pagesRead(text: string, values: unknown[]): Promise<number> {
+  return (await planOf(text, values)).pages;
+}
+
+/** What `text` touches when run (and rolled back): its pages, those it read, and the indexes its plan scans. */
+async function planOf(text: string, values: unknown[], prelude?: string): Promise<{ pages: number; readPages: number; indexes: string[] }> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
+    if (prelude) await client.query(prelude);
     const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`, values);
-    const [{ Plan: plan }] = (rows[0] as { 'QUERY PLAN': [{ Plan: Record<string, number> }] })['QUERY PLAN'];
-    return (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0);
+    const [{ Plan: plan }] = (rows[0] as { 'QUERY PLAN': [{ Plan: PlanNode }] })['QUERY PLAN'];
+    const indexes: string[] = [];
+    const visit = (node: PlanNode) => {
+      if (node['Index Name']) indexes.push(node['Index Name']);
+      for (const child of node.Plans ?? []) visit(child);
+    };
+    visit(plan);
+    // An UPDATE's own pages are its writes (a row version, its index entries: where they land
+    // varies with the table's free space); what it read to find its rows is its input's.
+    const reading = plan['Node Type'] === 'ModifyTable' ? (plan.Plans?.[0] ?? plan) : plan;
+    const pages = (node: PlanNode) => (node['Shared Hit Blocks'] ?? 0) + (node['Shared Read Blocks'] ?? 0);
+    return { pages: pages(plan), readPages: pages(reading), indexes };
   } finally {
     await client.query('ROLLBACK');
     client.release();
   }
+}
+
+interface PlanNode {
+  'Node Type'?: string;
+  'Index Name'?: string;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
+  Plans?: PlanNode[];
 }
 
 describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
@@ -97,5 +122,54 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
     // one-pending-row index (walking it), 8 outcomes read 54 pages more with 10,000 pending than
     // with 100; by id, 7 more (deeper indexes): at most 3 a row is allowed.
     expect(many.settle, `pages per batch of 8 outcomes: ${few.settle} with 100 pending, ${many.settle} with 10,000`).toBeLessThan(few.settle + 3 * 8);
+  });
+
+  it('finds the deliveries a feed read must stamp, and reads a page of the feed, through their indexes however many releases are pending or delivered', async () => {
+    const table = 'feed_plans';
+    const store = postgresOutboxStore({ pool, schema, table });
+    const sql = operationStatements(tableNames(schema, table), 'database');
+    const t = `"${schema}"."${table}"`;
+    await store.migrate();
+    /** `n` more rows of `state`, of two panels; delivered ones given the next positions when `fed`. */
+    const add = (n: number, state: 'pending' | 'delivered', fed = false) =>
+      pool.query(
+        `INSERT INTO ${t} (panel, body, content_hash, state, attempts, next_attempt_at, delivered_at, created_at, updated_at, feed_position)
+          SELECT CASE WHEN n % 2 = 0 THEN '${PANEL}' ELSE 'panel-b' END, '{}', 'h', $1, 0, 0, CASE WHEN $1 = 'delivered' THEN n END, 0, 0,
+            CASE WHEN $2 THEN (SELECT COALESCE(MAX(feed_position), 0) FROM ${t}) + n END
+          FROM generate_series(1, $3::int) AS n`,
+        [state, fed, n],
+      );
+    await add(2_000, 'delivered', true);
+    await add(100, 'delivered');
+    await add(100, 'pending');
+    // As the store reads a page (postgres-operations.ts, inIndexOrder).
+    const inOrder = 'SET LOCAL enable_bitmapscan = off';
+    /** The highest position given (stamping goes on above it; the unique index refuses one given twice). */
+    let top = 2_000;
+    const measure = async () => ({
+      probe: await planOf(sql.unstamped, []),
+      stamp: await planOf(sql.stamp, [top, 50]),
+      feed: await planOf(sql.feed, [1_000, 50], inOrder),
+      panelFeed: await planOf(sql.feedOfPanel, [1_000, 50, PANEL], inOrder),
+      panelAfter: await planOf(sql.panelAfter, [1_000, 50, PANEL], inOrder),
+    });
+    const few = await measure();
+    await add(10_000, 'pending');
+    await add(20_000, 'delivered', true);
+    top += 20_000;
+    const many = await measure();
+    for (const [name, index] of [
+      ['probe', 'unfed'],
+      ['stamp', 'unfed'],
+      ['feed', 'feed'],
+      ['panelFeed', 'panel_feed'],
+      ['panelAfter', 'panel_feed'],
+    ] as const) {
+      expect(many[name].indexes, `${name}'s plan`).toContain(`${table}_${index}`);
+      // Neither one page per pending row nor per delivery ahead of the cursor (10,000 rows fill
+      // about 100 pages); as a bitmap and a sort, a page of one panel's feed read 346 pages, not 4.
+      const [before, after] = [few[name].readPages, many[name].readPages];
+      expect(after, `pages ${name} read: ${before} with 1,000 deliveries ahead and 100 pending, ${after} with 21,000 and 10,100`).toBeLessThan(before + 10);
+    }
   });
 });

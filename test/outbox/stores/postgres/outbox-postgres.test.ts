@@ -452,14 +452,22 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         { id: 2, state: 'pending', body: '{"v":2}' },
       ]);
       versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5]);
-      // v5's claim index replaced v4's, which a lookup of a track's pending row could take.
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6]);
+      // v5's claim index replaced v4's, which a lookup of a track's pending row could take; v6 added the feed's.
       const indexes = await admin.query('SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname', [schema, table]);
-      expect(indexes.rows.map((r) => r.indexname)).toEqual([`${table}_panel_claim`, `${table}_panel_pending`, `${table}_panel_track`, `${table}_pkey`]);
-      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (6, 0)`);
+      expect(indexes.rows.map((r) => r.indexname)).toEqual([
+        `${table}_feed`,
+        `${table}_panel_claim`,
+        `${table}_panel_feed`,
+        `${table}_panel_pending`,
+        `${table}_panel_track`,
+        `${table}_pkey`,
+        `${table}_unfed`,
+      ]);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (7, 0)`);
       await expect(
         postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
-      ).rejects.toThrow(/schema v6, written by a newer version/);
+      ).rejects.toThrow(/schema v7, written by a newer version/);
     });
   });
 
@@ -485,6 +493,8 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       const granted = postgresOutboxStore({ pool: weak, schema, table });
       await granted.enqueue({ panel: 'panel-a', remoteTrackId: 't', body: '{}', contentHash: 'h' }, 1);
       await expect(granted.prune?.({ deliveredBefore: 0, deadBefore: 0, afterId: 0, limit: 10 })).rejects.toThrow(/lacks a privilege .*DELETE \(retention\)/);
+      // The controls table (pauses, feed positions), forgotten too: the message names it.
+      await expect(granted.setControl('pause', '1', 1)).rejects.toThrow(new RegExp(`lacks a privilege .*DELETE on "${schema}"."${table}_controls"`));
       await admin.query(`REVOKE ALL ON ALL TABLES IN SCHEMA "${schema}" FROM ${NOPRIVS}`);
       await admin.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA "${schema}" FROM ${NOPRIVS}`);
       await admin.query(`REVOKE ALL ON SCHEMA "${schema}" FROM ${NOPRIVS}`);
