@@ -181,7 +181,7 @@ describe('createReleaseOutbox()', () => {
           const deliveredBeforeKill = await killMidDelivery(doomed, total);
           // The survivor takes the killed host's leased rows once their lease (5.6 s) runs out.
           await waitFor(async () => (await store.counts()).delivered === total, 'the survivor to deliver everything', 40_000);
-          expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0 });
+          expect(await store.counts()).toEqual({ pending: 0, delivered: total, dead: 0, cancelled: 0 });
           const perTrack = deliveriesPerTrack();
           const duplicates = emulator.releases.length - perTrack.size;
           expect(perTrack.size).toBe(total);
