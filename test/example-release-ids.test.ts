@@ -63,15 +63,16 @@ it('writes every release_id back exactly once however often its followers are ki
       const rows = await waitFor(
         () => {
           const found = applied();
-          return found.filter((row) => row.releaseId !== null).length === RELEASES && found;
+          return found.filter((row) => row.releaseId !== null).length === RELEASES ? found : undefined;
         },
         'every release_id',
         30_000,
       ).catch((error) => {
         throw new Error(`${(error as Error).message}: ${applied().length} rows written back of ${RELEASES}`);
       });
+      expect(rows).toHaveLength(RELEASES);
       const fromMother = new Map(emulator.releases.map((r) => [r.release.remote_track_id, r.releaseId]));
-      for (const row of rows) expect(row).toEqual({ track: row.track, releaseId: fromMother.get(row.track), applied: 1 });
+      for (const row of rows ?? []) expect(row).toEqual({ track: row.track, releaseId: fromMother.get(row.track), applied: 1 });
     } finally {
       last.kill('SIGKILL');
     }

@@ -54,7 +54,8 @@ export async function runOperation(
   }
   if (operation === 'deliveries') {
     const after = Number(args.after ?? 0);
-    if (!Number.isSafeInteger(after) || after < 0) throw new UsageError('--after must be a feed position (a non-negative integer).', usage);
+    if ((args.after !== undefined && !/^\d{1,15}$/.test(args.after)) || !Number.isSafeInteger(after))
+      throw new UsageError('--after must be a feed position (a non-negative integer).', usage);
     const page = await outbox.deliveries({ after, limit: args.limit, ...scope });
     if (args.json) io.out(jsonLine(page));
     else {

@@ -199,6 +199,7 @@ export function licenseConsole(options: LicenseConsoleOptions): LicenseConsole {
     const id = idOf(req.params.id);
     if (!outbox || id === undefined) return void missing(req, res, 'No such release.').catch(next);
     outbox.cancel(id, { reason: 'cancelled from the console' }).then(({ outcome }) => {
+      if (outcome === 'not-found') return missing(req, res, 'No such release.');
       const said = outcome === 'cancelled' ? 'cancelled' : outcome === 'delivered' ? 'cancel-delivered' : 'not-pending';
       return back(req, res, `/releases/${id}`, said);
     }, next);

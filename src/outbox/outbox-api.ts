@@ -144,8 +144,8 @@ export interface ReleaseOutbox {
    * you did with the page, and no crash loses or repeats a delivery.
    */
   deliveries(query?: DeliveriesQuery): Promise<DeliveryPage>;
-  /** Stops a named feed holding back retention. */
-  forgetFeed(name: string): Promise<void>;
+  /** Stops a named feed (read for `panel`, when it was) holding back retention. */
+  forgetFeed(name: string, query?: PanelQuery): Promise<void>;
   on<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
   off<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
 }

@@ -2,6 +2,7 @@
 // the deliveries committed, read with a cursor the app keeps (so a crash anywhere loses none and
 // repeats none). A named feed also holds retention back until it has read past a delivery.
 
+import { createHash } from 'node:crypto';
 import { shown } from '../../options.js';
 import type { PanelScoping } from '../panels/panel-scope.js';
 import type { FeedRow, OutboxStore } from '../store.js';
@@ -36,6 +37,11 @@ export const FEED_PREFIX = 'feed:';
 const FEED_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 const MAX_LIMIT = 1000;
 
+/** A feed's control: its name, and a digest of the panel it is read for (a control name stays short). */
+function feedControl(name: string, panel: string | undefined): string {
+  return panel === undefined ? `${FEED_PREFIX}${name}` : `${FEED_PREFIX}${name}:${createHash('sha256').update(panel, 'utf8').digest('hex').slice(0, 32)}`;
+}
+
 /** The lowest position any named feed acknowledged, from the store's controls (undefined: no feed). */
 export function feedHold(controls: Record<string, string>): number | undefined {
   let lowest: number | undefined;
@@ -51,8 +57,8 @@ export function feedHold(controls: Record<string, string>): number | undefined {
 
 export interface DeliveryFeed {
   deliveries(query?: DeliveriesQuery): Promise<DeliveryPage>;
-  /** Stops `name` holding retention back (a feed you no longer read). */
-  forgetFeed(name: string): Promise<void>;
+  /** Stops `name` (read for `panel`, when it was) holding retention back: a feed you no longer read. */
+  forgetFeed(name: string, query?: { panel?: string }): Promise<void>;
 }
 
 export function feedReader(deps: {
@@ -81,17 +87,19 @@ export function feedReader(deps: {
       const read = deps.needs('deliveries', 'deliveries');
       if (query.feed !== undefined) {
         const name = checkName('deliveries', query.feed);
-        // Acknowledged before reading on: what the app says it has handled may go.
-        await deps.needs('deliveries', 'setControl')(`${FEED_PREFIX}${name}`, String(after), deps.now());
+        // Acknowledged before reading on: what the app says it has handled may go. Kept per panel
+        // read: one feed name followed panel by panel must not let one panel's cursor free another's rows.
+        await deps.needs('deliveries', 'setControl')(feedControl(name, panel), String(after), deps.now());
       }
       const rows = await read({ after, limit, panel });
       // Checked, not trusted: a custom store must not page backwards or repeat.
       const deliveries = rows.filter((row) => row.position > after).map(({ contentHash: _hash, ...row }) => row);
       return { deliveries, cursor: deliveries.at(-1)?.position ?? after };
     },
-    async forgetFeed(name) {
+    async forgetFeed(name, query = {}) {
       deps.assertOpen('forgetFeed');
-      await deps.needs('forgetFeed', 'setControl')(`${FEED_PREFIX}${checkName('forgetFeed', name)}`, undefined, deps.now());
+      const { panel } = deps.scoping.scope('forgetFeed', query.panel);
+      await deps.needs('forgetFeed', 'setControl')(feedControl(checkName('forgetFeed', name), panel), undefined, deps.now());
     },
   };
 }
