@@ -7,7 +7,17 @@ import type { ClaimedRow, EnqueueLease, OutboxStore } from '../store.js';
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
   ResolvedOutboxConfig,
-  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
+  | 'concurrency'
+  | 'baseDelayMs'
+  | 'maxDelayMs'
+  | 'authRetryDelayMs'
+  | 'leaseMs'
+  | 'pushTimeoutMs'
+  | 'pollIntervalMs'
+  | 'now'
+  | 'random'
+  | 'unresolvedRetryMs'
+  | 'tracing'
 > & {
   store: OutboxStore;
   /** Which rows to claim, and whose credentials send each. */

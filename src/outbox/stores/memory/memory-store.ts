@@ -19,6 +19,7 @@ interface MemoryRow extends StoredRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
   deliveredSeq: number | undefined;
   historyOf: number | undefined;
+  traceContext?: string | undefined; // handed back on claims, never listed
 }
 
 /** What adoption and requeues clear: no release_id, no delivery, no lease. */
@@ -66,7 +67,8 @@ export function memoryOutboxStore(): OutboxStore {
 
   function lease(row: MemoryRow, owner: string, until: number): ClaimedRow {
     Object.assign(row, { leaseOwner: owner, leaseExpiresAt: until });
-    return { id: row.id, panel: row.panel, remoteTrackId: row.remoteTrackId, body: row.body, contentHash: row.contentHash, attempts: row.attempts };
+    const { id, panel, remoteTrackId, body, contentHash, attempts, traceContext } = row;
+    return { id, panel, remoteTrackId, body, contentHash, attempts, traceContext };
   }
 
   function apply(row: MemoryRow, update: RowUpdate, nowMs: number): void {
@@ -93,7 +95,7 @@ export function memoryOutboxStore(): OutboxStore {
     return low;
   }
 
-  const toStored = ({ deliveredSeq: _seq, historyOf: _of, ...row }: MemoryRow): StoredRow => ({ ...row });
+  const toStored = ({ deliveredSeq: _seq, historyOf: _of, traceContext: _trace, ...row }: MemoryRow): StoredRow => ({ ...row });
 
   const store: OutboxStore = {
     enqueue(row, nowMs, options) {
@@ -111,9 +113,8 @@ export function memoryOutboxStore(): OutboxStore {
         }
       }
       const plan = planEnqueue(row, newestPending, latestDelivered, newestDeadId);
-      if (plan.action === 'replace-pending' && newestPending) {
-        Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, updatedAt: nowMs });
-      }
+      if (plan.action === 'replace-pending' && newestPending)
+        Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, traceContext: row.traceContext, updatedAt: nowMs });
       const insertedId =
         plan.action === 'insert'
           ? insert({

@@ -22,7 +22,7 @@ export const rowsOf = ([rows]: MysqlResult) => rows as Row[];
 /** The OK packet of a write: rows matched, the new id, and the server's status flags. */
 export const headerOf = ([header]: MysqlResult) => header as { affectedRows: number; insertId: number; serverStatus?: number };
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
 
@@ -176,7 +176,17 @@ function migrationV1({ table, tracks }: MysqlTableNames, collation: string): str
   ];
 }
 
-const MIGRATIONS = [migrationV1];
+/** v2: the enqueuing caller's trace context (W3C `traceparent` and `tracestate`, at most 1,024 characters), which the delivery span links to. */
+function migrationV2({ table }: MysqlTableNames): string[] {
+  return [`ALTER TABLE ${table} ADD COLUMN trace_context VARCHAR(1024) NULL`];
+}
+
+const MIGRATIONS = [migrationV1, migrationV2];
+
+/** An ADD COLUMN that ran before its version was recorded (MySQL has no ADD COLUMN IF NOT EXISTS): already done. */
+const alreadyApplied = (error: unknown) => {
+  if (Number((error as { errno?: unknown })?.errno) !== 1060) throw error;
+};
 
 /** Values: the database (null: the session's), the migrations table's name. */
 export const TABLE_EXISTS = 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?';
@@ -251,7 +261,7 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
       for (const [index, migration] of MIGRATIONS.entries()) {
         if (index + 1 <= version) continue;
         // MySQL commits each DDL statement on its own: every statement is written to run again.
-        for (const statement of migration(names, collation)) await connection.query(statement);
+        for (const statement of migration(names, collation)) await connection.query(statement).catch(alreadyApplied);
         await run(connection, `INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
       }
     } catch (error) {

@@ -5,12 +5,13 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { loadSqliteDriver, type SqliteDatabase } from '../../../db/sqlite-driver.js';
 import { MIGRATION_WAIT_MS, migrationNotice } from './sqlite-migration-wait.js';
 
-const SCHEMA_VERSION = 5;
+const SCHEMA_VERSION = 6;
 
 // Times are epoch milliseconds. `delivered_seq` orders deliveries of one track: the highest is the
 // content the mother holds now (timestamps can tie; ids do not follow delivery order).
 // `history_of` (v2) marks a delivered payload kept after its row took a newer one: the row's id.
 // `panel` (v3) is whose credentials the row goes out with; '' for a row stored before v3.
+// `trace_context` (v6) is the enqueuing caller's trace context, for the delivery span's link.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS release_outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -29,7 +30,8 @@ CREATE TABLE IF NOT EXISTS release_outbox (
   lease_expires_at INTEGER,
   created_at       INTEGER NOT NULL,
   updated_at       INTEGER NOT NULL,
-  delivered_at     INTEGER
+  delivered_at     INTEGER,
+  trace_context    TEXT
 );
 `;
 
@@ -55,6 +57,7 @@ const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEG
 const MIGRATE_V2_TO_V3 = `ALTER TABLE release_outbox ADD COLUMN panel TEXT NOT NULL DEFAULT '';
 DROP INDEX IF EXISTS release_outbox_due;
 DROP INDEX IF EXISTS release_outbox_track;`;
+const MIGRATE_V5_TO_V6 = 'ALTER TABLE release_outbox ADD COLUMN trace_context TEXT';
 
 function tooNew(file: string, version: number): Error {
   return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
@@ -153,6 +156,7 @@ function migrateFile(db: SqliteDatabase, file: string, busyTimeoutMs: number): v
     if (current === 0) db.exec(SCHEMA);
     if (current === 1) db.exec(MIGRATE_V1_TO_V2);
     if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
+    if (current >= 1) db.exec(MIGRATE_V5_TO_V6);
     db.exec(INDEXES);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   });
