@@ -573,6 +573,7 @@ describe('sqliteOutboxStore()', () => {
     );
     db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
     db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
+    db.exec('ALTER TABLE release_outbox DROP COLUMN trace_context');
     db.pragma('user_version = 1');
     db.close();
     const reader = sqliteOutboxStore({ file, readonly: true });
@@ -587,7 +588,7 @@ describe('sqliteOutboxStore()', () => {
     await writer.enqueue(row('New', 't1'), T0);
     expect(await writer.settle(inFlight, A, { kind: 'delivered', releaseId: 1 }, T0)).toBe('superseded');
     const check = new Driver(file, { readonly: true });
-    expect(check.pragma('user_version', { simple: true })).toBe(5);
+    expect(check.pragma('user_version', { simple: true })).toBe(6);
     expect(check.prepare('SELECT history_of FROM release_outbox WHERE id = 2').get()).toEqual({ history_of: 1 });
     check.close();
   });
