@@ -46,7 +46,7 @@ describe.each(STORE_KINDS)('the %s store', (_kind, make) => {
       expect(claimed.get(tracked.id)?.traceContext).toBe(CONTEXT_A);
       expect(claimed.get(untracked.id)?.traceContext).toBe(CONTEXT_B);
       expect(claimed.get(untraced.id)?.traceContext).toBeUndefined();
-      batch.forEach((result, i) => expect(claimed.get(result.id)?.traceContext).toBe(`00-${'1'.repeat(31)}${i}-${'2'.repeat(16)}-01`));
+      expect(batch.map((result) => claimed.get(result.id)?.traceContext)).toEqual(batch.map((_, i) => `00-${'1'.repeat(31)}${i}-${'2'.repeat(16)}-01`));
 
       const fresh = await store.enqueue({ ...row('Fair', 't-9', CONTEXT_B), panel: 'panel-b' }, T0);
       const fair = await store.claimFair?.({
