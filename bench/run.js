@@ -20,6 +20,7 @@ import { measureRedisClients } from './redis-clients.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
 import { mysqlAnswers, postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
+import { measureTracing } from './tracing.js';
 
 const quick = process.argv.includes('--quick');
 /** `--only=6b,12`: just those figures (printed, not written to results.json). */
@@ -54,6 +55,7 @@ const SETTINGS = quick
       stores: { rounds: 1, count: 100, concurrency: 4 },
       console: { panels: 500, releases: 2000, rounds: 3 },
       restart: { count: 500 },
+      tracing: { rounds: 1, count: 200 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -72,6 +74,7 @@ const SETTINGS = quick
       stores: { rounds: 5, count: 500, concurrency: 4 },
       console: { panels: 10_000, releases: 100_000, rounds: 20 },
       restart: { count: 10_000 },
+      tracing: { rounds: 5, count: 2000 },
     };
 
 const log = (line) => console.error(line);
@@ -133,6 +136,7 @@ async function main() {
       ['13. the console at scale', () => measureConsole({ ...SETTINGS.console, log })],
       ['12. the stores side by side', () => measureOutboxStores({ emulator, databaseUrl, mysqlUrl, ...SETTINGS.stores, log })],
       ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
+      ['14. tracing', () => measureTracing({ baseUrl, emulator, databaseUrl, http: SETTINGS.http, ...SETTINGS.tracing, log })],
     ];
     for (const [name, measure] of steps.filter(([name]) => !only || only.includes(name.split('.')[0]))) {
       const stepStart = performance.now();
