@@ -4,6 +4,7 @@
 import type { LicenseResponse } from '../client/license-response.js';
 import { type MotherClient, RESPONSE_STATUS, type RequestOptions, type StatusObserving } from '../client/mother-client.js';
 import { checkResult } from '../guard/telemetry.js';
+import type { ApiTracing } from './otel-api.js';
 import { markFailed, motherName, serverAttributes } from './span-attributes.js';
 import type { Tracing } from './tracing-option.js';
 
@@ -20,7 +21,7 @@ export async function tracedCheck(
   options: RequestOptions,
 ): Promise<LicenseResponse> {
   if (tracing === undefined) return client.checkLicense(options);
-  const { api, tracer } = tracing;
+  const { api, tracer } = tracing as ApiTracing;
   const span = tracer.startSpan(CHECK_SPAN, {
     kind: api.SpanKind.CLIENT,
     attributes: { 'panel_license.panel': panel, ...serverAttributes(motherName(client)) },

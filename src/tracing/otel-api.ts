@@ -5,7 +5,13 @@ import type * as Api from '@opentelemetry/api';
 import { describeError } from '../logger.js';
 
 export type OtelApi = typeof Api;
-export type { Link, Span, SpanContext, Tracer } from '@opentelemetry/api';
+export type { Link, Span, SpanContext } from '@opentelemetry/api';
+
+/** A resolved `tracing` (tracing-option.ts) as the span makers use it. */
+export interface ApiTracing {
+  api: OtelApi;
+  tracer: Api.Tracer;
+}
 
 // The package runs as CommonJS (its ESM entry points wrap the CommonJS build), so `require`
 // resolves the API from where the package is installed: the copy the app registered its SDK

@@ -5,7 +5,7 @@
 import { RESPONSE_STATUS, type StatusObserving } from '../client/mother-client.js';
 import type { ClaimedRow, EnqueueResult } from '../outbox/store.js';
 import { classifyFailure } from '../outbox/worker/failure.js';
-import type { Link } from './otel-api.js';
+import type { ApiTracing, Link } from './otel-api.js';
 import { type Attributes, MESSAGING_SYSTEM, markFailed, serverAttributes, statusOf } from './span-attributes.js';
 import { formatTraceContext, parseTraceContext } from './trace-context.js';
 import type { Tracing } from './tracing-option.js';
@@ -38,10 +38,11 @@ function release(panel: string, remoteTrackId: string | undefined): Attributes {
  * span has no valid context (no SDK and no caller's trace): nothing to link to.
  */
 export async function tracedEnqueue(
-  { api, tracer }: Tracing,
+  tracing: Tracing,
   target: EnqueueTarget,
   store: (traceContext: string | undefined) => Promise<EnqueueResult>,
 ): Promise<EnqueueResult> {
+  const { api, tracer } = tracing as ApiTracing;
   const { mother } = target;
   const span = tracer.startSpan(mother === undefined ? 'create' : `create ${mother}`, {
     kind: api.SpanKind.PRODUCER,
@@ -72,12 +73,8 @@ function outcomeOf(error: unknown): 'delivered' | 'retry' | 'dead' {
  * the request that enqueued it, which has long ended), linked to the context its enqueue stored.
  * `push` gets the options to pass to the client, which tell the span the HTTP status.
  */
-export async function tracedPush<T>(
-  { api, tracer }: Tracing,
-  row: ClaimedRow,
-  mother: string | undefined,
-  push: (options: StatusObserving) => Promise<T>,
-): Promise<T> {
+export async function tracedPush<T>(tracing: Tracing, row: ClaimedRow, mother: string | undefined, push: (options: StatusObserving) => Promise<T>): Promise<T> {
+  const { api, tracer } = tracing as ApiTracing;
   const created = parseTraceContext(api, row.traceContext);
   const links: Link[] = created === undefined ? [] : [{ context: created }];
   const span = tracer.startSpan(mother === undefined ? 'send' : `send ${mother}`, {

@@ -2,7 +2,7 @@
 // OpenTelemetry API (for the active context) and the tracer the spans are started on.
 
 import { type OptionProblems, optionError, shown } from '../options.js';
-import { loadOtelApi, type OtelApi, type Tracer } from './otel-api.js';
+import { loadOtelApi } from './otel-api.js';
 
 /** An OpenTelemetry `TracerProvider` (e.g. the SDK's `NodeTracerProvider`): only `getTracer()` is called. */
 export interface TracerProviderLike {
@@ -18,10 +18,13 @@ export interface TracerProviderLike {
  */
 export type TracingOption = boolean | { tracerProvider: TracerProviderLike };
 
-/** What the guard and the outbox trace with. */
+/**
+ * What the guard and the outbox trace with: otel-api.ts's `Tracing` (the API and a tracer), typed
+ * opaquely here so that no declaration of the package needs @opentelemetry/api to type-check.
+ */
 export interface Tracing {
-  api: OtelApi;
-  tracer: Tracer;
+  readonly api: object;
+  readonly tracer: object;
 }
 
 /** The instrumentation scope of every span of the package. */
@@ -56,6 +59,5 @@ export function resolveTracing(option: unknown, problems: OptionProblems, load?:
   const api = problems.check(() => loadOtelApi(option !== undefined, load), undefined);
   if (api === undefined) return undefined;
   // Taken once: the global provider's tracer is a proxy that follows an SDK registered later.
-  const tracer = (provider ?? api.trace).getTracer(TRACER_NAME) as Tracer;
-  return { api, tracer };
+  return { api, tracer: (provider ?? api.trace).getTracer(TRACER_NAME) };
 }
