@@ -135,6 +135,57 @@ async function delivery({ emulator, databaseUrl, rounds, count, log }) {
   }
 }
 
+/**
+ * Figure 14b: what tracing adds to the package's own work per release, with the I/O taken away:
+ * the memory store and a sender that answers at once, so every microsecond is the outbox's
+ * (enqueue, claim, push, record) and the tracing's. Rotated rounds of `count` releases.
+ */
+export async function measureTracingCpu({ rounds, count, log }) {
+  const sender = { pushSerializedRelease: async () => ({ ok: true, release_id: 1 }) };
+  const perRound = Object.fromEntries(SETTINGS.map((s) => [s, []]));
+  const once = async (setting) => {
+    const undo = setting === 'on' ? await registerNoopSdk() : undefined;
+    try {
+      const where = { file: ':memory:' };
+      return await ourOutbox(sender, where, { mode: 'overlap', concurrency: 8, count, label: 'cpu', ...(setting === 'untraced' && { tracing: false }) });
+    } finally {
+      await undo?.();
+    }
+  };
+  for (const setting of SETTINGS) await once(setting); // warm-up
+  for (let r = 0; r < rounds; r++)
+    for (let i = 0; i < SETTINGS.length; i++) {
+      const setting = SETTINGS[(i + r) % SETTINGS.length];
+      perRound[setting].push(Math.round(await once(setting)));
+    }
+  const ratio = (a, b) => round(median(perRound[a].map((v, i) => v / perRound[b][i])), 3);
+  log(`  memory store, instant mother: ${SETTINGS.map((s) => `${s} ${fmt(median(perRound[s]))}/s`).join(', ')}`);
+  const microseconds = (setting) => round(1e6 / median(perRound[setting]), 1);
+  const [off, on] = [ratio('off', 'untraced'), ratio('on', 'off')];
+  return [
+    {
+      id: 'tracing-cpu-off',
+      figure: '14b. Outbox CPU per release (memory store, instant mother): tracing off (no SDK) vs `tracing: false`',
+      measured: `${fmt(median(perRound.off))} releases/s (${microseconds('off')} µs each)`,
+      baseline: `${fmt(median(perRound.untraced))} releases/s (${microseconds('untraced')} µs each) tracing: false`,
+      ratio: off,
+      target: '≈ 1 (0.95–1.05)',
+      met: off >= 0.95 && off <= 1.05,
+      raw: { perRound },
+    },
+    {
+      id: 'tracing-cpu-on',
+      figure: '14b. Outbox CPU per release (memory store, instant mother): tracing on (SDK, no-op exporter) vs off',
+      measured: `${fmt(median(perRound.on))} releases/s (${microseconds('on')} µs each)`,
+      baseline: `${fmt(median(perRound.off))} releases/s off`,
+      ratio: on,
+      target: 'reference',
+      met: null,
+      raw: { perRound },
+    },
+  ];
+}
+
 /** Figure 14: the request path and delivery with tracing on, off, and `false`. */
 export async function measureTracing({ baseUrl, emulator, databaseUrl, http, rounds, count, log }) {
   return [...(await requestPath({ baseUrl, ...http, log })), ...(await delivery({ emulator, databaseUrl, rounds, count, log }))];

@@ -176,6 +176,18 @@ describe('tracing license checks', () => {
     expectNoSecrets();
   });
 
+  it('makes one in `panels` mode too, for the panel a request asked for', async () => {
+    const guard = licenseGuard({ baseUrl: emulator.url, panels: { resolve: () => ({ apiKey: API_KEY, apiSecret: API_SECRET }) }, logger: silent });
+    try {
+      expect(await guard.refresh('label.example')).toBe('active');
+    } finally {
+      await guard.close();
+    }
+    const check = spans('license check').at(-1);
+    expect(check?.attributes).toMatchObject({ 'panel_license.panel': clientFor(emulator).panelId, 'panel_license.check.result': 'ok' });
+    expectNoSecrets();
+  });
+
   it('sends spans to the `tracerProvider` given instead of the global one', async () => {
     const own = new InMemorySpanExporter();
     const ownProvider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(own)] });
