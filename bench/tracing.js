@@ -141,7 +141,7 @@ async function delivery({ emulator, databaseUrl, rounds, count, log }) {
  * (enqueue, claim, push, record) and the tracing's. Rotated rounds of `count` releases.
  */
 export async function measureTracingCpu({ rounds, count, log }) {
-  const sender = { pushSerializedRelease: async () => ({ ok: true, release_id: 1 }) };
+  const sender = { panelId: 'bench-cpu', pushSerializedRelease: async () => ({ ok: true, release_id: 1 }) };
   const perRound = Object.fromEntries(SETTINGS.map((s) => [s, []]));
   const once = async (setting) => {
     const undo = setting === 'on' ? await registerNoopSdk() : undefined;
