@@ -76,7 +76,7 @@ const SETTINGS = quick
       console: { panels: 10_000, releases: 100_000, rounds: 20 },
       restart: { count: 10_000 },
       tracing: { rounds: 5, count: 2000 },
-      tracingCpu: { rounds: 15, count: 20_000 },
+      tracingCpu: { rounds: 21, count: 2000 },
     };
 
 const log = (line) => console.error(line);

@@ -5,7 +5,7 @@
 import { RESPONSE_STATUS, type StatusObserving } from '../client/mother-client.js';
 import type { ClaimedRow, EnqueueResult } from '../outbox/store.js';
 import { classifyFailure } from '../outbox/worker/failure.js';
-import type { ApiTracing, Link } from './otel-api.js';
+import type { ApiTracing, Link, Span } from './otel-api.js';
 import { type Attributes, MESSAGING_SYSTEM, markFailed, serverAttributes, statusOf } from './span-attributes.js';
 import { formatTraceContext, parseTraceContext } from './trace-context.js';
 import type { Tracing } from './tracing-option.js';
@@ -18,14 +18,22 @@ export interface EnqueueTarget {
   mother: string | undefined;
 }
 
+/** Per operation and mother, made once: a push or an enqueue builds no URL and no object for them. */
+const messagingCache = new Map<string, Attributes>();
 function messaging(operation: 'create' | 'send', mother: string | undefined): Attributes {
-  return {
-    'messaging.system': MESSAGING_SYSTEM,
-    'messaging.operation.type': operation,
-    'messaging.operation.name': operation,
-    ...(mother === undefined ? {} : { 'messaging.destination.name': mother }),
-    ...serverAttributes(mother),
-  };
+  const key = `${operation} ${mother ?? ''}`;
+  let attributes = messagingCache.get(key);
+  if (attributes === undefined) {
+    attributes = {
+      'messaging.system': MESSAGING_SYSTEM,
+      'messaging.operation.type': operation,
+      'messaging.operation.name': operation,
+      ...(mother === undefined ? {} : { 'messaging.destination.name': mother }),
+      ...serverAttributes(mother),
+    };
+    if (messagingCache.size < 1000) messagingCache.set(key, attributes);
+  }
+  return attributes;
 }
 
 function release(panel: string, remoteTrackId: string | undefined): Attributes {
@@ -37,19 +45,33 @@ function release(panel: string, remoteTrackId: string | undefined): Attributes {
  * upload request's); `traceContext` is that span's, to be stored with the row. Undefined when the
  * span has no valid context (no SDK and no caller's trace): nothing to link to.
  */
-export async function tracedEnqueue(
+export function tracedEnqueue(
   tracing: Tracing,
   target: EnqueueTarget,
   store: (traceContext: string | undefined) => Promise<EnqueueResult>,
 ): Promise<EnqueueResult> {
   const { api, tracer } = tracing as ApiTracing;
   const { mother } = target;
-  const span = tracer.startSpan(mother === undefined ? 'create' : `create ${mother}`, {
-    kind: api.SpanKind.PRODUCER,
-    attributes: { ...messaging('create', mother), ...release(target.panel, target.remoteTrackId) },
-  });
+  const span = tracer.startSpan(mother === undefined ? 'create' : `create ${mother}`, { kind: api.SpanKind.PRODUCER });
+  const traceContext = formatTraceContext(api, span.spanContext());
+  // No SDK and no caller's trace: nothing to record or to store, so nothing more is done (no
+  // attributes, no context, not even an async frame): the API's no-op tracer costs next to nothing.
+  if (traceContext === undefined && !span.isRecording()) {
+    span.end();
+    return store(undefined);
+  }
+  if (span.isRecording()) span.setAttributes({ ...messaging('create', mother), ...release(target.panel, target.remoteTrackId) });
+  return recordedEnqueue(api, span, traceContext, store);
+}
+
+async function recordedEnqueue(
+  api: ApiTracing['api'],
+  span: Span,
+  traceContext: string | undefined,
+  store: (traceContext: string | undefined) => Promise<EnqueueResult>,
+): Promise<EnqueueResult> {
   try {
-    const result = await api.context.with(api.trace.setSpan(api.context.active(), span), () => store(formatTraceContext(api, span.spanContext())));
+    const result = await api.context.with(api.trace.setSpan(api.context.active(), span), () => store(traceContext));
     span.setAttribute('messaging.message.id', String(result.id));
     span.setAttribute('panel_license.release.state', result.state);
     if (result.deduplicated !== undefined) span.setAttribute('panel_license.deduplicated', result.deduplicated);
@@ -73,21 +95,26 @@ function outcomeOf(error: unknown): 'delivered' | 'retry' | 'dead' {
  * the request that enqueued it, which has long ended), linked to the context its enqueue stored.
  * `push` gets the options to pass to the client, which tell the span the HTTP status.
  */
-export async function tracedPush<T>(tracing: Tracing, row: ClaimedRow, mother: string | undefined, push: (options: StatusObserving) => Promise<T>): Promise<T> {
+export function tracedPush<T>(tracing: Tracing, row: ClaimedRow, mother: string | undefined, push: (options: StatusObserving) => Promise<T>): Promise<T> {
   const { api, tracer } = tracing as ApiTracing;
   const created = parseTraceContext(api, row.traceContext);
   const links: Link[] = created === undefined ? [] : [{ context: created }];
-  const span = tracer.startSpan(mother === undefined ? 'send' : `send ${mother}`, {
-    kind: api.SpanKind.PRODUCER,
-    root: true,
-    links,
-    attributes: {
-      ...messaging('send', mother),
-      ...release(row.panel, row.remoteTrackId),
-      'messaging.message.id': String(row.id),
-      'panel_license.attempt': row.attempts + 1,
-    },
+  const span = tracer.startSpan(mother === undefined ? 'send' : `send ${mother}`, { kind: api.SpanKind.PRODUCER, root: true, links });
+  // No SDK (or not sampled): nothing is recorded, so nothing more is done.
+  if (!span.isRecording()) {
+    span.end();
+    return push({});
+  }
+  span.setAttributes({
+    ...messaging('send', mother),
+    ...release(row.panel, row.remoteTrackId),
+    'messaging.message.id': String(row.id),
+    'panel_license.attempt': row.attempts + 1,
   });
+  return recordedPush(api, span, push);
+}
+
+async function recordedPush<T>(api: ApiTracing['api'], span: Span, push: (options: StatusObserving) => Promise<T>): Promise<T> {
   let status: number | undefined;
   const options: StatusObserving = { [RESPONSE_STATUS]: (answered: number) => (status = answered) };
   try {

@@ -13,13 +13,20 @@ export type Attributes = Record<string, string | number | boolean>;
 export function motherName(client: unknown): string | undefined {
   const baseUrl = (client as { baseUrl?: unknown } | null | undefined)?.baseUrl;
   if (typeof baseUrl !== 'string') return undefined;
-  try {
-    const url = new URL(baseUrl);
-    return `${url.origin}${url.pathname.replace(/\/$/, '')}`;
-  } catch {
-    return undefined;
+  // Asked per push: a URL is parsed once per mother, not once per release.
+  let name = names.get(baseUrl);
+  if (name === undefined) {
+    try {
+      const url = new URL(baseUrl);
+      name = `${url.origin}${url.pathname.replace(/\/$/, '')}`;
+    } catch {
+      return undefined;
+    }
+    if (names.size < 1000) names.set(baseUrl, name);
   }
+  return name;
 }
+const names = new Map<string, string>();
 
 /** `server.address` and `server.port` of the mother (the port only when the URL says one). */
 export function serverAttributes(mother: string | undefined): Attributes {
