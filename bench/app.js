@@ -59,9 +59,9 @@ function mountHome(app) {
   });
 }
 
-function guardFor(panel, baseUrl, store) {
+function guardFor(panel, baseUrl, store, extra = {}) {
   // Far-away schedule and no jitter: the only check is the one at start(), none during the measurement.
-  return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0, ...(store && { store }) });
+  return licenseGuard({ baseUrl, apiKey: panel.apiKey, apiSecret: panel.apiSecret, schedule: '0 0 1 1 *', jitterMs: 0, ...(store && { store }), ...extra });
 }
 
 /** Cluster mode's store on a real Redis, with its own prefix per run, on node-redis or ioredis. */
@@ -135,13 +135,21 @@ async function panelsGuard(baseUrl) {
  * - `noop`: behind `(req, res, next) => next()`: what any one middleware costs in Express, the guard's floor.
  * - `locked`: behind a locked licenseGuard (every request gets the lock page).
  * - `static-lock`: a route that res.send()s `lockHtml` (the lock page's bytes) with the same status.
+ * - `guard-untraced`: `guard` with `tracing: false`; `guard-traced`: `guard` with an OpenTelemetry SDK registered (figure 14).
  */
 export async function buildApp({ variant, baseUrl, lockHtml, redisUrl, databaseUrl, mysqlUrl }) {
   const app = baseApp();
   let guard;
   let redis;
   const sqlKind = { 'guard-postgres': 'postgres', 'guard-mysql': 'mysql', 'guard-sqlite': 'sqlite' }[variant];
-  if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis' || variant === 'guard-ioredis' || sqlKind) {
+  // Figure 14: `tracing: false` (the API never loaded), and the default with an SDK registered.
+  if (variant === 'guard-traced') await (await import('./tracing.js')).registerNoopSdk();
+  if (variant === 'guard-untraced') guard = guardFor(PANELS.active, baseUrl, undefined, { tracing: false });
+  else if (variant === 'guard-traced') guard = guardFor(PANELS.active, baseUrl);
+  if (guard) {
+    if ((await guard.start()) !== 'active') throw new Error(`bench: the ${variant} guard did not start active`);
+    app.use(guard);
+  } else if (variant === 'guard' || variant === 'locked' || variant === 'guard-redis' || variant === 'guard-ioredis' || sqlKind) {
     if (variant === 'guard-redis') redis = await redisStore(redisUrl);
     if (variant === 'guard-ioredis') redis = await redisStore(redisUrl, 'ioredis');
     if (sqlKind) redis = await sqlStore(sqlKind, { databaseUrl, mysqlUrl });

@@ -1,4 +1,4 @@
-// Figure 14: the delivery feed reading 100,000 deliveries on each store — the first read (which
+// Figure 15: the delivery feed reading 100,000 deliveries on each store — the first read (which
 // hands out the feed positions) and a second one (positions given), as deliveries per second and
 // as a ratio to paging the same delivered rows with list() (by id, the store's plain read).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -92,7 +92,7 @@ export async function measureDeliveryFeed({ count, databaseUrl, mysqlUrl, log })
         );
         figures.push({
           id: `feed-${name.toLowerCase().replace(/\W+/g, '-')}`,
-          figure: `14. Delivery feed, ${fmt(count)} deliveries, ${name}`,
+          figure: `15. Delivery feed, ${fmt(count)} deliveries, ${name}`,
           measured: `${fmt(rate(second))}/s (first read ${fmt(rate(first))}/s, ${fmt(first.seconds, 1)} s)`,
           baseline: `${fmt(rate(list))}/s list()`,
           ratio,

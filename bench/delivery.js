@@ -49,9 +49,9 @@ export async function timed(mode, count, { enqueue, start, drained }) {
   return count / ((performance.now() - began) / 1000);
 }
 
-/** Our outbox on a store: `where` is `{ store }` or `{ file }`. */
-async function ourOutbox(client, where, { mode, concurrency, count, label }) {
-  const outbox = createReleaseOutbox({ client, ...where, concurrency, autoStart: false, logger: silent });
+/** Our outbox on a store: `where` is `{ store }` or `{ file }`; `tracing` as the option (figure 14). */
+export async function ourOutbox(client, where, { mode, concurrency, count, label, tracing }) {
+  const outbox = createReleaseOutbox({ client, ...where, concurrency, autoStart: false, logger: silent, ...(tracing !== undefined && { tracing }) });
   const problems = [];
   outbox.on('dead', (event) => problems.push(event.message));
   outbox.on('error', (event) => problems.push(event.error.message));

@@ -11,12 +11,12 @@ const rps = (run, name) => `${fmt(run.medians[name])} req/s (${fmt(run.cpuMedian
  * so each ratio compares two runs under the same machine conditions. On a shared machine whose
  * speed drifts by ±30 % over a minute, this is far steadier than dividing the two overall medians.
  */
-function pairedRatio(run, a, b) {
+export function pairedRatio(run, a, b) {
   const perRound = run.perRound[a].map((value, i) => value / run.perRound[b][i]);
   return { ratio: round(median(perRound), 3), perRound: perRound.map((value) => round(value, 3)), ofMedians: round(run.medians[a] / run.medians[b], 3) };
 }
 
-async function startServers(variants, config) {
+export async function startServers(variants, config) {
   const servers = {};
   try {
     for (const variant of variants) servers[variant] = await startChild({ role: 'server', variant, ...config });
@@ -39,7 +39,7 @@ async function assertSameBody(servers, expectStatus) {
   return Object.values(sizes)[0];
 }
 
-function row(id, figure, run, a, b, bLabel, target, isMet) {
+export function row(id, figure, run, a, b, bLabel, target, isMet) {
   const ratio = pairedRatio(run, a, b);
   return { id, figure, measured: rps(run, a), baseline: `${rps(run, b)} ${bLabel}`, ratio: ratio.ratio, target, met: isMet(ratio.ratio), raw: { ratio } };
 }

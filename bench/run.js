@@ -21,6 +21,7 @@ import { measureRedisClients } from './redis-clients.js';
 import { machineInfo, renderMachine, renderNotes, renderTable, writeResults } from './report.js';
 import { mysqlAnswers, postgresAnswers, redisAnswers } from './services.js';
 import { measureSigning } from './signing.js';
+import { measureTracing, measureTracingCpu } from './tracing.js';
 
 const quick = process.argv.includes('--quick');
 /** `--only=6b,12`: just those figures (printed, not written to results.json). */
@@ -56,6 +57,8 @@ const SETTINGS = quick
       console: { panels: 500, releases: 2000, rounds: 3 },
       restart: { count: 500 },
       feed: { count: 2000 },
+      tracing: { rounds: 1, count: 200 },
+      tracingCpu: { rounds: 3, count: 2000 },
     }
   : {
       http: { rounds: 20, seconds: 1, warmupSeconds: 2, connections: 32 },
@@ -75,6 +78,8 @@ const SETTINGS = quick
       console: { panels: 10_000, releases: 100_000, rounds: 20 },
       restart: { count: 10_000 },
       feed: { count: 100_000 },
+      tracing: { rounds: 5, count: 2000 },
+      tracingCpu: { rounds: 21, count: 2000 },
     };
 
 const log = (line) => console.error(line);
@@ -135,8 +140,10 @@ async function main() {
       ["10. many panels' releases", () => measureOutboxPanels({ emulator, ...SETTINGS.outboxPanels, log })],
       ['13. the console at scale', () => measureConsole({ ...SETTINGS.console, log })],
       ['12. the stores side by side', () => measureOutboxStores({ emulator, databaseUrl, mysqlUrl, ...SETTINGS.stores, log })],
-      ['14. the delivery feed', () => measureDeliveryFeed({ databaseUrl, mysqlUrl, ...SETTINGS.feed, log })],
+      ['15. the delivery feed', () => measureDeliveryFeed({ databaseUrl, mysqlUrl, ...SETTINGS.feed, log })],
       ['11. delivery side by side', () => measureDeliveryComparison({ emulator, databaseUrl, redisUrl, ...SETTINGS.delivery, log })],
+      ['14. tracing', () => measureTracing({ baseUrl, emulator, databaseUrl, http: SETTINGS.http, ...SETTINGS.tracing, log })],
+      ['14b. tracing, CPU per release', () => measureTracingCpu({ ...SETTINGS.tracingCpu, log })],
     ];
     for (const [name, measure] of steps.filter(([name]) => !only || only.includes(name.split('.')[0]))) {
       const stepStart = performance.now();

@@ -35,6 +35,10 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** Internal (tracing): a RequestOptions key whose function learns the HTTP status of the mother's answer. */
+export const RESPONSE_STATUS: unique symbol = Symbol('panel-license-guard.response-status') as never;
+export type StatusObserving = RequestOptions & { [RESPONSE_STATUS]?: (status: number) => void };
+
 export interface MotherClient {
   /** POST license.php with an empty signed body; resolves with the schema-checked answer. */
   checkLicense(options?: RequestOptions): Promise<LicenseResponse>;
@@ -113,15 +117,17 @@ class SignedMotherClient implements MotherClient {
     return this.#redactor;
   }
 
-  private async send(url: string, body: string, signal: AbortSignal | undefined): Promise<RawResponse> {
+  private async send(url: string, body: string, options: StatusObserving | undefined): Promise<RawResponse> {
     const endpoint = this.#endpoint;
+    const signal = options?.signal;
     const raw = await sendSigned({ endpoint, apiKey: this.#apiKey, apiSecret: this.#apiSecret, clock: this.#clock, url, body, signal });
+    options?.[RESPONSE_STATUS]?.(raw.status);
     if (raw.status >= 200 && raw.status < 300) return raw;
     throw errorFor(raw, endpoint.now(), this.redactor, url);
   }
 
   async checkLicense(options?: RequestOptions): Promise<LicenseResponse> {
-    const raw = await this.send(this.#endpoint.licenseUrl, '', options?.signal);
+    const raw = await this.send(this.#endpoint.licenseUrl, '', options);
     const answer = parseWith(licenseResponseSchema, raw, 'license', this.redactor);
     if (answer.server_time !== undefined) this.#clock.fromServerTime(answer.server_time, raw.sentAtMs, raw.receivedAtMs);
     return redactedLicense(answer, this.redactor);
@@ -132,7 +138,7 @@ class SignedMotherClient implements MotherClient {
   }
 
   async pushSerializedRelease(body: string, options?: RequestOptions): Promise<ReleaseResponse> {
-    const raw = await this.send(this.#endpoint.releaseUrl, body, options?.signal);
+    const raw = await this.send(this.#endpoint.releaseUrl, body, options);
     return parseWith(releaseResponseSchema, raw, 'release', this.redactor);
   }
 

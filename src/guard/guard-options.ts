@@ -8,6 +8,7 @@ import { type AllowRule, createAllowMatcher } from '../serve/allow-list.js';
 import { type DomainsMode, resolveDomainPolicy } from '../serve/licensed-domains.js';
 import { type PublicMessageInput, publicMessageFrom, supportContactFrom } from '../serve/public-message.js';
 import type { ServeConfig } from '../serve/serve-config.js';
+import { resolveTracing, type Tracing, type TracingOption } from '../tracing/tracing-option.js';
 import { validExpiryWarnings } from './expiry-warnings.js';
 import { optionalString, validApiPrefix, validColor, validLockStatus, validLogger, validSchedule } from './guard-validators.js';
 import { type PanelsOptions, type ResolvedPanels, resolvePanels } from './panels/panels-options.js';
@@ -112,6 +113,8 @@ export interface LicenseGuardOptions {
    * ({ apiKey, apiSecret }) | null, max, idleMs, … }`. Instead of `apiKey`/`apiSecret`. @default undefined (one panel)
    */
   panels?: PanelsOptions;
+  /** OpenTelemetry: a `license check` span per check (docs/tracing.md). @default undefined (traced when `@opentelemetry/api` is installed and an SDK registered) */
+  tracing?: TracingOption;
 }
 
 export type { PublicMessageInput };
@@ -138,6 +141,8 @@ export interface GuardConfig extends ServeConfig {
   random: () => number;
   /** The package's own instruments (metrics) observe checks and transitions here; one per guard. */
   telemetry: GuardTelemetry;
+  /** Undefined when nothing is traced (`tracing: false`, or no `@opentelemetry/api`). */
+  tracing: Tracing | undefined;
 }
 
 const KNOWN = optionNames<LicenseGuardOptions>({
@@ -174,6 +179,7 @@ const KNOWN = optionNames<LicenseGuardOptions>({
   subdomainBase: true,
   allowHosts: true,
   panels: true,
+  tracing: true,
 });
 
 function clientFrom(options: LicenseGuardOptions, problems: OptionProblems): MotherClient | undefined {
@@ -283,6 +289,7 @@ export function resolveGuardOptions(options: LicenseGuardOptions): GuardConfig {
     random: problems.check(() => optionalFunction<() => number>('random', options.random), undefined) ?? Math.random,
     logger,
     telemetry: new GuardTelemetry(),
+    tracing: resolveTracing(options.tracing, problems),
   };
   problems.throwIfAny('licenseGuard');
   return { client: client as MotherClient, ...config };

@@ -4,6 +4,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { isExpressResponse, notExpressError } from '../serve/express-only.js';
 import type { LicenseState } from '../serve/license-state.js';
 import { serveVerdict, uncheckedDomainWarning } from '../serve/serve-verdict.js';
+import { tracedCheck } from '../tracing/check-span.js';
 import { createClusterSync, sharedRecordOf } from './cluster/cluster-wiring.js';
 import { expiresInMs, motherNow } from './expiry-warnings.js';
 import type { LicenseGuard } from './guard-api.js';
@@ -39,7 +40,7 @@ export function licenseGuard(options: LicenseGuardOptions): LicenseGuard {
       let lastAnswer: { active: boolean } | undefined;
       const began = performance.now();
       try {
-        const verdict = await config.client.checkLicense({ signal: closing.signal });
+        const verdict = await tracedCheck(config.tracing, config.panelKey, config.client, { signal: closing.signal });
         lastAnswer = verdict;
         config.telemetry.check({ panel: config.panelKey, result: checkResult(verdict, null), durationMs: performance.now() - began });
         applied = monitor.verdictReceived(verdict, config.now(), order, basis);

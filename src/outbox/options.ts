@@ -4,6 +4,7 @@ export type { ReleaseSender } from './release-sender.js';
 import type { FetchLike } from '../client/http.js';
 import { isolateLogger, type StructuredLogger } from '../logger.js';
 import { OptionProblems, optionalFunction, optionError, optionNames, positiveInteger, rejectUnknownOptions, shown, timerMs } from '../options.js';
+import { resolveTracing, type Tracing, type TracingOption } from '../tracing/tracing-option.js';
 import type { OutboxLogger } from './events.js';
 import type { OutboxPanelCredentials } from './panels/panel-senders.js';
 import { type PanelsSource, resolvePanelsSource } from './panels/panels-options.js';
@@ -94,6 +95,12 @@ export interface ReleaseOutboxOptions {
   retention?: RetentionOptions | false;
   /** Receives what no listener handled (an unheard 'error', a dead release without a 'dead' listener). @default console */
   logger?: OutboxLogger;
+  /**
+   * OpenTelemetry: a `create` span per enqueue, whose context is stored with the release, and a
+   * `send` span per push linked to it (docs/tracing.md).
+   * @default undefined (traced when `@opentelemetry/api` is installed and an SDK registered)
+   */
+  tracing?: TracingOption;
 }
 
 export type StoreSource = { kind: 'memory' } | { kind: 'file'; file: string } | { kind: 'given'; store: OutboxStore };
@@ -117,6 +124,8 @@ export interface ResolvedOutboxConfig {
   autoStart: boolean;
   logger: StructuredLogger;
   retention: ResolvedRetention | false;
+  /** Undefined when nothing is traced (`tracing: false`, or no `@opentelemetry/api`). */
+  tracing: Tracing | undefined;
 }
 
 const KNOWN = optionNames<ReleaseOutboxOptions>({
@@ -140,6 +149,7 @@ const KNOWN = optionNames<ReleaseOutboxOptions>({
   autoStart: true,
   logger: true,
   retention: true,
+  tracing: true,
 });
 
 /** Time a lease must leave after the longest push, to record its outcome (SQLite's busy timeout). */
@@ -220,6 +230,7 @@ export function resolveOutboxOptions(options: ReleaseOutboxOptions): ResolvedOut
     autoStart: options.autoStart ?? true,
     logger: problems.check(() => resolveLogger(options.logger), isolateLogger(console)),
     retention: resolveRetention(options.retention, problems),
+    tracing: resolveTracing(options.tracing, problems),
   };
   const given = config.storeSource.kind === 'given' ? config.storeSource.store : undefined;
   if (options.retention !== undefined && options.retention !== false && given && typeof given.prune !== 'function')

@@ -5,6 +5,8 @@ import { hostname } from 'node:os';
 import { shown } from '../options.js';
 import { type Release, serializeRelease, validateRelease } from '../release.js';
 import { isWellFormedText } from '../text.js';
+import { tracedEnqueue } from '../tracing/outbox-spans.js';
+import { motherName } from '../tracing/span-attributes.js';
 import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxTelemetry } from './events.js';
 import { operatorApi } from './operations/operator-api.js';
 import { Pauses } from './operations/pauses.js';
@@ -14,7 +16,7 @@ import { manyPanelsRouting, singlePanelRouting } from './panels/panel-routing.js
 import { panelScoping } from './panels/panel-scope.js';
 import { PanelSenders } from './panels/panel-senders.js';
 import { createRetentionRunner } from './retention.js';
-import { type EnqueueResult, type OutboxStore, type PanelScope, type StoredRow, UNASSIGNED_PANEL } from './store.js';
+import { type EnqueueOptions, type EnqueueResult, type NewOutboxRow, type OutboxStore, type PanelScope, type StoredRow, UNASSIGNED_PANEL } from './store.js';
 import { memoryOutboxStore } from './stores/memory/memory-store.js';
 import { sqliteOutboxStore } from './stores/sqlite/sqlite-store.js';
 import { storeTroubleReporter } from './worker/failure.js';
@@ -142,6 +144,26 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     if (result.state === 'pending') worker.kick(mayHaveDue);
     return result;
   };
+  /** The mother a single panel's outbox sends to, as its `create` spans name it. */
+  const mother = panels.kind === 'one' ? motherName(panels.client) : undefined;
+
+  /** Stores the row (in the caller's transaction, or on its own and maybe leased straight to this worker), then kicks the worker. */
+  async function storeRow(row: NewOutboxRow, storeOptions: EnqueueOptions | undefined): Promise<EnqueueResult> {
+    if (storeOptions !== undefined) return kicked(await store.enqueue(row, config.now(), storeOptions));
+    // Outside a caller's transaction the new row may go straight to this worker (no claim).
+    const lease = worker.leaseFor(row.panel);
+    if (lease === undefined) return kicked(await store.enqueue(row, config.now()));
+    let leasedId: number | undefined;
+    let result: EnqueueResult | undefined;
+    try {
+      const { owner, leaseMs } = lease;
+      result = await store.enqueue(row, config.now(), undefined, { owner, leaseMs, taken: (id) => (leasedId = id) });
+    } finally {
+      // Answered whatever happened (close() waits for it); a row leased by a failed enqueue waits out its lease.
+      worker.handedOff(lease, result !== undefined && leasedId !== undefined ? { ...row, id: leasedId, attempts: 0 } : undefined);
+    }
+    return kicked(result, leasedId === undefined);
+  }
 
   const takeBack = async (id: number) => {
     const row = worker.takeBack(id);
@@ -162,21 +184,10 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
       const valid = validateRelease(release);
       const body = serializeRelease(valid);
       const contentHash = createHash('sha256').update(body, 'utf8').digest('hex');
-      const row = { panel, remoteTrackId: valid.remote_track_id, body, contentHash };
-      if (storeOptions !== undefined) return kicked(await store.enqueue(row, config.now(), storeOptions));
-      // Outside a caller's transaction the new row may go straight to this worker (no claim).
-      const lease = worker.leaseFor(panel);
-      if (lease === undefined) return kicked(await store.enqueue(row, config.now()));
-      let leasedId: number | undefined;
-      let result: EnqueueResult | undefined;
-      try {
-        const { owner, leaseMs } = lease;
-        result = await store.enqueue(row, config.now(), undefined, { owner, leaseMs, taken: (id) => (leasedId = id) });
-      } finally {
-        // Answered whatever happened (close() waits for it); a row leased by a failed enqueue waits out its lease.
-        worker.handedOff(lease, result !== undefined && leasedId !== undefined ? { ...row, id: leasedId, attempts: 0 } : undefined);
-      }
-      return kicked(result, leasedId === undefined);
+      const row: NewOutboxRow = { panel, remoteTrackId: valid.remote_track_id, body, contentHash };
+      if (config.tracing === undefined) return storeRow(row, storeOptions);
+      const target = { panel, remoteTrackId: row.remoteTrackId, mother };
+      return tracedEnqueue(config.tracing, target, (traceContext) => storeRow(traceContext === undefined ? row : { ...row, traceContext }, storeOptions));
     },
     async stats(query = {}) {
       assertOpen('stats');

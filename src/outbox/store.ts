@@ -32,6 +32,13 @@ export interface NewOutboxRow {
   body: string;
   /** SHA-256 (hex) of `body`: equal hashes mean identical content. */
   contentHash: string;
+  /**
+   * The enqueuing caller's trace context (W3C `traceparent`, then a space and `tracestate` when
+   * there is one), for the delivery span to link to; undefined when tracing is off or nothing was
+   * traced. Stores keep it with the row (a replaced payload takes the newer one) and hand it back
+   * on claims. Optional for custom stores: one that drops it only loses the link.
+   */
+  traceContext?: string | undefined;
 }
 
 import type { EnqueueOptions } from './enqueue-options.js';
@@ -84,6 +91,8 @@ export interface ClaimedRow {
   contentHash: string;
   /** Attempts made before this one. */
   attempts: number;
+  /** What the row's enqueue recorded (NewOutboxRow.traceContext), if anything. */
+  traceContext?: string | undefined;
 }
 
 export interface ClaimRequest {

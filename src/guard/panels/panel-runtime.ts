@@ -5,6 +5,7 @@ import type { Request } from 'express';
 import type { LicenseResponse } from '../../client/license-response.js';
 import type { LicenseState } from '../../serve/license-state.js';
 import { type ServeHooks, warnUncheckedDomain } from '../../serve/serve-verdict.js';
+import { tracedCheck } from '../../tracing/check-span.js';
 import type { ClusterSync } from '../cluster/cluster-sync.js';
 import { createPanelSync, sharedRecordOf } from '../cluster/cluster-wiring.js';
 import { expiresInMs, motherNow } from '../expiry-warnings.js';
@@ -156,7 +157,7 @@ export class PanelRuntime implements ServeHooks, MonitorRelay {
     const abort = new AbortController();
     this.inFlight = abort;
     try {
-      answer = await client.checkLicense({ signal: abort.signal });
+      answer = await tracedCheck(this.config.tracing, this.id, client, { signal: abort.signal });
       this.config.telemetry.check({ panel: this.id, result: checkResult(answer, null), durationMs: performance.now() - began });
       applied = this.monitor.verdictReceived(answer, now(), order, basis);
     } catch (error) {

@@ -1,10 +1,15 @@
 // One attempt at a claimed row: find its sender, ask the back-off whether it may go, push it, and
 // say what its outcome means for the row (delivered, retry when, dead) and for its panel's holds.
+
+import type { StatusObserving } from '../../client/mother-client.js';
+import { tracedPush } from '../../tracing/outbox-spans.js';
+import { motherName } from '../../tracing/span-attributes.js';
 import { retryDelayMs } from '../backoff.js';
 import type { Pauses } from '../operations/pauses.js';
 import type { ResolvedOutboxConfig } from '../options.js';
 import type { PanelHolds } from '../panels/panel-holds.js';
 import type { PanelRouting } from '../panels/panel-routing.js';
+import type { ReleaseSender } from '../release-sender.js';
 import type { ClaimedRow, DeliveryOutcome } from '../store.js';
 import { asError, classifyFailure, type FailureAction } from './failure.js';
 import { type MotherRate, notSentForRate } from './mother-rate.js';
@@ -32,7 +37,10 @@ const motherOf = (sender: unknown): string | undefined => {
   return typeof baseUrl === 'string' ? baseUrl : undefined;
 };
 
-type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs'> & {
+/** A MotherClient tells the span the HTTP status through its options; another sender ignores them. */
+type StatusReporting = { pushSerializedRelease(body: string, options: StatusObserving): ReturnType<ReleaseSender['pushSerializedRelease']> };
+
+type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'random' | 'now' | 'unresolvedRetryMs' | 'tracing'> & {
   /** With `maxPerSecond`: the turns at each mother. */
   rate?: MotherRate | undefined;
   /** What operators paused: a row that waited for its turn meanwhile goes back unsent. */
@@ -41,7 +49,7 @@ type AttemptConfig = Pick<ResolvedOutboxConfig, 'baseDelayMs' | 'maxDelayMs' | '
 
 /** `attempt(row, sentTo)`: `sentTo` learns the mother the row went to, and whether it went as a probe. */
 export function createAttempts(config: AttemptConfig, routing: PanelRouting, holds: PanelHolds) {
-  const { now } = config;
+  const { now, tracing } = config;
 
   function afterFailure(row: ClaimedRow, action: Exclude<FailureAction, { action: 'accepted' }>, error: Error, mother: string | undefined): Attempt {
     const nowMs = now();
@@ -113,7 +121,10 @@ export function createAttempts(config: AttemptConfig, routing: PanelRouting, hol
       sentTo.mother = mother;
       sentTo.probe = admission.probe;
       try {
-        const answer = await sender.pushSerializedRelease(row.body);
+        const answer =
+          tracing === undefined
+            ? await sender.pushSerializedRelease(row.body)
+            : await tracedPush(tracing, row, motherName(sender), (options) => (sender as StatusReporting).pushSerializedRelease(row.body, options));
         releaseId = (answer as { release_id?: unknown } | undefined)?.release_id;
       } catch (error) {
         const action = classifyFailure(error);

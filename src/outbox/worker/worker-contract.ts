@@ -9,7 +9,17 @@ import type { MotherRate } from './mother-rate.js';
 /** The resolved outbox options the worker uses, plus what the outbox wires in. */
 export type WorkerConfig = Pick<
   ResolvedOutboxConfig,
-  'concurrency' | 'baseDelayMs' | 'maxDelayMs' | 'authRetryDelayMs' | 'leaseMs' | 'pushTimeoutMs' | 'pollIntervalMs' | 'now' | 'random' | 'unresolvedRetryMs'
+  | 'concurrency'
+  | 'baseDelayMs'
+  | 'maxDelayMs'
+  | 'authRetryDelayMs'
+  | 'leaseMs'
+  | 'pushTimeoutMs'
+  | 'pollIntervalMs'
+  | 'now'
+  | 'random'
+  | 'unresolvedRetryMs'
+  | 'tracing'
 > & {
   /** With `maxPerSecond`: the turns at each mother (the outbox stops it before the worker). */
   rate?: MotherRate | undefined;

@@ -574,6 +574,7 @@ describe('sqliteOutboxStore()', () => {
     db.exec('ALTER TABLE release_outbox DROP COLUMN feed_position; DROP TABLE release_outbox_controls');
     db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
     db.exec('ALTER TABLE release_outbox DROP COLUMN history_of');
+    db.exec('ALTER TABLE release_outbox DROP COLUMN trace_context');
     db.pragma('user_version = 1');
     db.close();
     const reader = sqliteOutboxStore({ file, readonly: true });

@@ -20,6 +20,7 @@ interface MemoryRow extends OperatedRow {
   /** Order of deliveries within the store; the highest one per track is what the mother holds. */
   deliveredSeq: number | undefined;
   historyOf: number | undefined;
+  traceContext?: string | undefined; // handed back on claims, never listed
 }
 
 /** A new row: never tried, leased, delivered or placed in the feed. */
@@ -80,7 +81,8 @@ export function memoryOutboxStore(): OutboxStore {
 
   function lease(row: MemoryRow, owner: string, until: number): ClaimedRow {
     Object.assign(row, { leaseOwner: owner, leaseExpiresAt: until });
-    return { id: row.id, panel: row.panel, remoteTrackId: row.remoteTrackId, body: row.body, contentHash: row.contentHash, attempts: row.attempts };
+    const { id, panel, remoteTrackId, body, contentHash, attempts, traceContext } = row;
+    return { id, panel, remoteTrackId, body, contentHash, attempts, traceContext };
   }
 
   function apply(row: MemoryRow, update: RowUpdate, nowMs: number): void {
@@ -107,7 +109,7 @@ export function memoryOutboxStore(): OutboxStore {
     return low;
   }
 
-  const toStored = ({ deliveredSeq: _seq, historyOf: _of, feedPosition: _at, ...row }: MemoryRow): StoredRow => ({ ...row });
+  const toStored = ({ deliveredSeq: _seq, historyOf: _of, feedPosition: _at, traceContext: _trace, ...row }: MemoryRow): StoredRow => ({ ...row });
 
   const store: OutboxStore = {
     ...memoryOperations(open),
@@ -126,9 +128,8 @@ export function memoryOutboxStore(): OutboxStore {
         }
       }
       const plan = planEnqueue(row, newestPending, latestDelivered, newestDeadId);
-      if (plan.action === 'replace-pending' && newestPending) {
-        Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, updatedAt: nowMs });
-      }
+      if (plan.action === 'replace-pending' && newestPending)
+        Object.assign(newestPending, { body: row.body, contentHash: row.contentHash, traceContext: row.traceContext, updatedAt: nowMs });
       const insertedId =
         plan.action === 'insert' ? insert({ ...row, ...NEVER_TRIED, state: 'pending', nextAttemptAt: nowMs, createdAt: nowMs, updatedAt: nowMs }) : undefined;
       return enqueueResult(plan, insertedId);

@@ -69,7 +69,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
       : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, num(dead?.id));
     if (plan.action === 'replace-pending') {
-      const values = [row.body, row.contentHash, now, plan.id, ...(marker ?? [])];
+      const values = [row.body, row.contentHash, now, orNull(row.traceContext), plan.id, ...(marker ?? [])];
       const replaced = headerOf(await run(connection, writes?.replacePayload ?? sql.replacePayload, values));
       // Under the track's lock the pending row is there: only the guard can leave it as it was.
       const changed = readBack(connection)
@@ -82,7 +82,7 @@ export function createMysqlEnqueuer({ names, sql, ready, inTransaction }: Omit<M
 
   /** `marker`: in a caller's transaction, the enqueue's marker row (mysql-caller-guards.ts), which the insert requires. */
   async function insertPending(connection: MysqlQueryable, row: NewOutboxRow, now: number, marker?: readonly [string, string]): Promise<number> {
-    const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now, ...(marker ?? [])];
+    const values = [row.panel, orNull(row.remoteTrackId), row.body, row.contentHash, now, now, now, orNull(row.traceContext), ...(marker ?? [])];
     const inserted = headerOf(await run(connection, marker ? guarded.insertPending : sql.insertPending, values));
     const id = readBack(connection)
       ? Number(rowsOf(await run(connection, sql.insertedRow, [row.panel, orNull(row.remoteTrackId), row.contentHash, now]))[0]?.id ?? 0)

@@ -23,7 +23,7 @@ export const rowsOf = ([rows]: MysqlResult) => rows as Row[];
 /** The OK packet of a write: rows matched, the new id, and the server's status flags. */
 export const headerOf = ([header]: MysqlResult) => header as { affectedRows: number; insertId: number; serverStatus?: number };
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,63}$/;
 
@@ -183,13 +183,23 @@ export function migrationV1({ table, tracks }: MysqlTableNames, collation: strin
   ];
 }
 
+/** v3: the enqueuing caller's trace context (W3C `traceparent` and `tracestate`, at most 1,024 characters), which the delivery span links to. */
+function migrationV3({ table }: MysqlTableNames): string[] {
+  return [`ALTER TABLE ${table} ADD COLUMN trace_context VARCHAR(1024) NULL`];
+}
+
 /**
  * Each step gives the statements to run (it may first look at the table through `connection`);
  * every statement is written to run again, should a step be cut off half-way.
  */
 type Migration = (names: MysqlTableNames, collation: string, connection: MysqlQueryable) => string[] | Promise<string[]>;
 
-const MIGRATIONS: Migration[] = [migrationV1, migrationOperators];
+const MIGRATIONS: Migration[] = [migrationV1, migrationOperators, migrationV3];
+
+/** An ADD COLUMN that ran before its version was recorded (MySQL has no ADD COLUMN IF NOT EXISTS): already done. */
+const alreadyApplied = (error: unknown) => {
+  if (Number((error as { errno?: unknown })?.errno) !== 1060) throw error;
+};
 
 /** Values: the database (null: the session's), the migrations table's name. */
 export const TABLE_EXISTS = 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?';
@@ -264,7 +274,7 @@ export async function migrate(pool: MysqlPool, names: MysqlTableNames): Promise<
       for (const [index, migration] of MIGRATIONS.entries()) {
         if (index + 1 <= version) continue;
         // MySQL commits each DDL statement on its own: every statement is written to run again.
-        for (const statement of await migration(names, collation, connection)) await connection.query(statement);
+        for (const statement of await migration(names, collation, connection)) await connection.query(statement).catch(alreadyApplied);
         await run(connection, `INSERT IGNORE INTO ${names.migrations} (version, applied_at) VALUES (?, ?)`, [index + 1, Date.now()]);
       }
     } catch (error) {

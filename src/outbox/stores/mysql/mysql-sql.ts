@@ -37,7 +37,7 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
   const onDatabase = clock === 'database';
   /** The host's now (the first value), on the clock leases are reckoned on. */
   const now = onDatabase ? `(${DB_NOW_MS} + 0 * ?)` : 'CAST(? AS SIGNED)';
-  const COLUMNS = 'id, panel, remote_track_id, body, content_hash, attempts, next_attempt_at';
+  const COLUMNS = 'id, panel, remote_track_id, body, content_hash, attempts, next_attempt_at, trace_context';
   /** Due and not leased, on the lease clock (`now` stands for the statement's host time). */
   const dueNow = (alias: string, hostNow: string) =>
     `${alias}.state = 'pending' AND ${alias}.next_attempt_at <= ${hostNow} AND (${alias}.lease_expires_at IS NULL OR ${alias}.lease_expires_at <= ${hostNow})`;
@@ -61,9 +61,10 @@ export function mysqlStatements({ table: t, tracks }: MysqlTableNames, clock: 'd
       ORDER BY delivered_seq DESC, id DESC LIMIT 1 FOR UPDATE`,
     // A locking read under the track's lock, as the two above: the track's newest dead release.
     newestDead: `SELECT id FROM ${t} WHERE panel = ? AND remote_track_id = ? AND state = 'dead' ORDER BY id DESC LIMIT 1 FOR UPDATE`,
-    replacePayload: `UPDATE ${t} SET body = ?, content_hash = ?, updated_at = ? WHERE id = ? AND state = 'pending'`,
-    insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?)`,
+    // The last value of each: the enqueue's trace context, or null (a replaced payload takes the newer one).
+    replacePayload: `UPDATE ${t} SET body = ?, content_hash = ?, updated_at = ?, trace_context = ? WHERE id = ? AND state = 'pending'`,
+    insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, trace_context)
+      VALUES (?, ?, ?, ?, 'pending', 0, ${now}, ?, ?, ?)`,
     // Through a library's `query`, a write's answer is not read: the caller's own statements may
     // run between it and a ROW_COUNT() (statement-transaction.ts). These read back what it did.
     // Values: id, content_hash, updated_at / panel, remote_track_id, content_hash, created_at.

@@ -23,7 +23,7 @@ export const PG_CURRENT_TRANSACTION = "SELECT txid_current_if_assigned()::text A
 
 type PgWrite = HotStatements['insertPending'];
 
-/** `hot`'s writes of an enqueue, guarded by the transaction id passed last ($8, $6 and $5). */
+/** `hot`'s writes of an enqueue, guarded by the transaction id passed last ($9, $7 and $6). */
 export interface PgGuardedWrites {
   insertIfNew: PgWrite;
   insertPending: PgWrite;
@@ -39,12 +39,12 @@ function rewritten(statement: PgWrite, pattern: RegExp, replacement: (...groups:
 
 export function pgGuardedWrites(hot: HotStatements): PgGuardedWrites {
   return {
-    insertIfNew: rewritten(hot.insertIfNew, /WHERE NOT EXISTS/, () => `WHERE ${pgInTransaction(8)} AND NOT EXISTS`),
+    insertIfNew: rewritten(hot.insertIfNew, /WHERE NOT EXISTS/, () => `WHERE ${pgInTransaction(9)} AND NOT EXISTS`),
     insertPending: rewritten(
       hot.insertPending,
       /VALUES \(([\s\S]*?)\)(\s*ON CONFLICT)/,
-      (values, conflict) => `SELECT ${values} WHERE ${pgInTransaction(6)}${conflict}`,
+      (values, conflict) => `SELECT ${values} WHERE ${pgInTransaction(7)}${conflict}`,
     ),
-    replacePayload: rewritten(hot.replacePayload, / RETURNING id$/, () => ` AND ${pgInTransaction(5)} RETURNING id`),
+    replacePayload: rewritten(hot.replacePayload, / RETURNING id$/, () => ` AND ${pgInTransaction(6)} RETURNING id`),
   };
 }

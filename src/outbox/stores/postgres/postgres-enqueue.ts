@@ -47,10 +47,11 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
     const track = row.remoteTrackId;
     if (track === undefined) return enqueueResult({ action: 'insert' }, await insertPending(client, row, now, inCaller));
     // On its own, with the other enqueues of this turn (one statement); in a caller's transaction, alone.
+    const values = [track, row.body, row.contentHash, now, row.panel, null, null, orNull(row.traceContext), ...xid(inCaller)];
     const fresh =
       client === pool
         ? await freshInsert({ ...row, remoteTrackId: track }, now, lease)
-        : num((await client.query(writes(inCaller).insertIfNew, [track, row.body, row.contentHash, now, row.panel, null, null, ...xid(inCaller)])).rows[0]?.id);
+        : num((await client.query(writes(inCaller).insertIfNew, values)).rows[0]?.id);
     if (fresh === undefined) {
       await assertStillInCaller(client, inCaller);
       return enqueueByRules(client, { ...row, remoteTrackId: track }, now, inCaller);
@@ -83,7 +84,14 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
         num(found?.dead_id),
       );
       if (plan.action === 'replace-pending') {
-        const replaced = await client.query(writes(inCaller).replacePayload, [plan.id, row.body, row.contentHash, now, ...xid(inCaller)]);
+        const replaced = await client.query(writes(inCaller).replacePayload, [
+          plan.id,
+          row.body,
+          row.contentHash,
+          now,
+          orNull(row.traceContext),
+          ...xid(inCaller),
+        ]);
         if (replaced.rowCount === 1) return enqueueResult(plan, undefined);
         await assertStillInCaller(client, inCaller);
         continue;
@@ -96,7 +104,7 @@ export function createPostgresEnqueuer({ pool, names, hot, ready }: PgStoreConte
   }
 
   async function insertPending(client: PgQueryable, row: NewOutboxRow, now: number, inCaller: InCaller | undefined): Promise<number | undefined> {
-    const values = [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel, ...xid(inCaller)];
+    const values = [orNull(row.remoteTrackId), row.body, row.contentHash, now, row.panel, orNull(row.traceContext), ...xid(inCaller)];
     const id = num((await client.query(writes(inCaller).insertPending, values)).rows[0]?.id);
     if (id === undefined) await assertStillInCaller(client, inCaller);
     return id;

@@ -34,10 +34,10 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
   let queue: Waiting[] = [];
   let scheduled = false;
 
-  const one = ({ row, now, lease }: Waiting) =>
-    pool
-      .query(hot.insertIfNew, [row.remoteTrackId, row.body, row.contentHash, now, row.panel, lease?.owner ?? null, lease?.leaseMs ?? null])
-      .then((result) => num(result.rows[0]?.id));
+  const one = ({ row, now, lease }: Waiting) => {
+    const values = [row.remoteTrackId, row.body, row.contentHash, now, row.panel, lease?.owner ?? null, lease?.leaseMs ?? null, row.traceContext ?? null];
+    return pool.query(hot.insertIfNew, values).then((result) => num(result.rows[0]?.id));
+  };
 
   async function write(batch: Waiting[]): Promise<void> {
     if (batch.length === 1) {
@@ -55,6 +55,7 @@ export function createFreshInserts(pool: PgPool, hot: HotStatements): FreshInser
         batch.map((w) => w.now),
         batch.map((w) => w.lease?.owner ?? null),
         batch.map((w) => w.lease?.leaseMs ?? null),
+        batch.map((w) => w.row.traceContext ?? null),
       ];
       const { rows } = await pool.query(hot.insertManyIfNew, values);
       const ids = new Map(rows.map((row) => [keyOf(String(row.panel), String(row.remote_track_id)), num(row.id)]));

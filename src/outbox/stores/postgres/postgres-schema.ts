@@ -42,7 +42,7 @@ function isConnectionError(error: Error): boolean {
   return code.startsWith('08') || code === '57P01' || /Connection terminated|ECONNRESET|EPIPE/.test(error.message);
 }
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 /**
  * The claim index's own condition (v5), said word for word by the claims so they may use
  * it; a lookup of a track's pending row does not say it, so it cannot take that index and walk a
@@ -211,7 +211,12 @@ function migrationV6({ table, bare, schema, controls }: TableNames): string[] {
   ];
 }
 
-const MIGRATIONS = [migrationV1, migrationV2, migrationV3, migrationV4, migrationV5, migrationV6];
+/** v7: the enqueuing caller's trace context (W3C), which the delivery span links to; null when none was traced. */
+function migrationV7({ table }: TableNames): string[] {
+  return [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS trace_context TEXT`];
+}
+
+const MIGRATIONS = [migrationV1, migrationV2, migrationV3, migrationV4, migrationV5, migrationV6, migrationV7];
 
 /** A missing privilege, said in full: what to grant, on what. Other errors pass through. */
 export function privilegeError(names: TableNames, error: unknown): Error {

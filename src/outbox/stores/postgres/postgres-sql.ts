@@ -20,7 +20,8 @@ const PER_ROW = 'OFFSET 0';
 const trackInOrder = (t: string) => `(candidate.remote_track_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${t} AS older WHERE older.panel = candidate.panel AND older.remote_track_id = candidate.remote_track_id
               AND older.state = 'pending' AND older.id < candidate.id))`;
-const CLAIMED = 'claimed.id, claimed.panel, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at';
+const CLAIMED =
+  'claimed.id, claimed.panel, claimed.remote_track_id, claimed.body, claimed.content_hash, claimed.attempts, claimed.next_attempt_at, claimed.trace_context';
 
 /**
  * `clock`: what leases and due times are reckoned on. `'database'`: the server's clock, the one
@@ -61,15 +62,16 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       CROSS JOIN (SELECT MAX(id) AS dead_id FROM ${t} WHERE panel = $2 AND remote_track_id = $1 AND state = 'dead') AS dead`,
     // Only while pending: a settle may have just delivered the row (the caller then reads again).
     // RETURNING: a transaction joined through a library's `query` learns what it changed from its rows.
-    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4 WHERE id = $1 AND state = 'pending' RETURNING id`,
+    // $5: the newer enqueue's trace context (its content is what the delivery carries).
+    replacePayload: `UPDATE ${t} SET body = $2, content_hash = $3, updated_at = $4, trace_context = $5 WHERE id = $1 AND state = 'pending' RETURNING id`,
     // The common case in one statement: a new or changed track. It inserts only when planEnqueue
     // would ('insert': no pending row, and the latest delivery differs), otherwise returns no row
     // and the rules run on what is read. Any pending row in the snapshot declines it: its WHERE is
     // judged once, on the snapshot, so an insert that waited for that row's delivery (or for a
     // transaction changing it) would queue content the mother may already hold. $6 and $7: a lease
-    // for the enqueuing outbox's worker (EnqueueLease), or nulls.
-    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
-      SELECT $5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4, $6::text, ${now('$4')} + $7::bigint
+    // for the enqueuing outbox's worker (EnqueueLease), or nulls. $8: the trace context, or null.
+    insertIfNew: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at, trace_context)
+      SELECT $5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4, $6::text, ${now('$4')} + $7::bigint, $8::text
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'pending')
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = $5 AND remote_track_id = $1 AND state = 'delivered'
           ORDER BY delivered_seq DESC NULLS LAST, id DESC LIMIT 1) AS latest WHERE latest.content_hash = $3)
@@ -80,11 +82,12 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
     // track held by a caller never holds up the others (nor deadlocks with that caller). The
     // setting is local to this statement's own transaction, and read before the first row.
     // $1 tracks, $2 bodies, $3 content hashes, $4 panels, $5 host times, $6 lease owners and $7
-    // lease lengths (ms) or nulls (EnqueueLease); distinct tracks only.
+    // lease lengths (ms) or nulls (EnqueueLease), $8 trace contexts or nulls; distinct tracks only.
     insertManyIfNew: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', '${BATCH_LOCK_WAIT}', true) AS lock_timeout)
-      INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
-      SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at, v.owner, ${now('v.at')} + v.lease_ms
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[]) AS v(track, body, hash, panel, at, owner, lease_ms)
+      INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at, trace_context)
+      SELECT v.panel, v.track, v.body, v.hash, 'pending', 0, ${now('v.at')}, v.at, v.at, v.owner, ${now('v.at')} + v.lease_ms, v.trace
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::text[])
+        AS v(track, body, hash, panel, at, owner, lease_ms, trace)
         CROSS JOIN wait
       WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'pending' ${PER_ROW})
         AND NOT EXISTS (SELECT 1 FROM (SELECT content_hash FROM ${t} WHERE panel = v.panel AND remote_track_id = v.track AND state = 'delivered'
@@ -92,8 +95,9 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id, panel, remote_track_id`,
     // No row when the track got a pending row meanwhile (another host, another transaction):
     // the caller reads again and replaces that row's payload instead.
-    insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-      VALUES ($5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4)
+    // $6: the trace context, or null.
+    insertPending: `INSERT INTO ${t} (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, trace_context)
+      VALUES ($5, $1, $2, $3, 'pending', 0, ${now('$4')}, $4, $4, $6::text)
       ON CONFLICT (panel, remote_track_id) WHERE state = 'pending' DO NOTHING RETURNING id`,
     // One panel's due rows ($6), oldest due first, skipping rows another host is claiming right
     // now; a track's newer pending row waits for its older one (updates reach the mother in
@@ -152,7 +156,7 @@ export function statements({ table: t, deliveries }: TableNames, clock: 'databas
         RETURNING ${CLAIMED})
       SELECT claimed.*, chosen.turn, chosen.visit_order, NULL AS visited_panels FROM claimed JOIN chosen USING (id)
       UNION ALL
-      SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT array_agg(panel ORDER BY visit_order) FROM visit)`,
+      SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT array_agg(panel ORDER BY visit_order) FROM visit)`,
     snapshot: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1 FOR UPDATE`,
     peek: `SELECT state, content_hash, lease_owner, next_attempt_at, release_id FROM ${t} WHERE id = $1`,
     // A payload delivered after its row took a newer one; it keeps who recorded it ($9).

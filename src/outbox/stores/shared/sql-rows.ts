@@ -37,5 +37,6 @@ export function claimedRow(r: Row): ClaimedRow {
     body: r.body as string,
     contentHash: r.content_hash as string,
     attempts: Number(r.attempts),
+    traceContext: (r.trace_context as string | null | undefined) ?? undefined,
   };
 }

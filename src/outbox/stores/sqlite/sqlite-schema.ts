@@ -13,6 +13,7 @@ const SCHEMA_VERSION = 6;
 // `history_of` (v2) marks a delivered payload kept after its row took a newer one: the row's id.
 // `panel` (v3) is whose credentials the row goes out with; '' for a row stored before v3.
 // 'cancelled' (v6) and the feed's column: sqlite-operator-schema.ts.
+// `trace_context` (v6) is the enqueuing caller's trace context, for the delivery span's link.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS release_outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -31,7 +32,8 @@ CREATE TABLE IF NOT EXISTS release_outbox (
   lease_expires_at INTEGER,
   created_at       INTEGER NOT NULL,
   updated_at       INTEGER NOT NULL,
-  delivered_at     INTEGER
+  delivered_at     INTEGER,
+  trace_context    TEXT
 );
 `;
 
@@ -57,6 +59,7 @@ const MIGRATE_V1_TO_V2 = 'ALTER TABLE release_outbox ADD COLUMN history_of INTEG
 const MIGRATE_V2_TO_V3 = `ALTER TABLE release_outbox ADD COLUMN panel TEXT NOT NULL DEFAULT '';
 DROP INDEX IF EXISTS release_outbox_due;
 DROP INDEX IF EXISTS release_outbox_track;`;
+const MIGRATE_V5_TO_V6 = 'ALTER TABLE release_outbox ADD COLUMN trace_context TEXT';
 
 function tooNew(file: string, version: number): Error {
   return new Error(`panel-license-guard: ${file} holds outbox schema v${version}, written by a newer version of this package; upgrade it to open this file.`);
@@ -156,6 +159,7 @@ function migrateFile(db: SqliteDatabase, file: string, busyTimeoutMs: number): v
     if (current === 0) db.exec(SCHEMA);
     if (current === 1) db.exec(MIGRATE_V1_TO_V2);
     if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
+    if (current >= 1) db.exec(MIGRATE_V5_TO_V6);
     db.exec(INDEXES);
     migrateOperatorSchema(db, file);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);

@@ -12,14 +12,14 @@ export const SQLITE_OUTBOX_SQL = {
   latestDelivered: `SELECT id, content_hash AS contentHash, release_id AS releaseId, history_of AS historyOf FROM release_outbox
     WHERE panel = ? AND remote_track_id = ? AND state = 'delivered' ORDER BY delivered_seq DESC, id DESC LIMIT 1`,
   newestDead: `SELECT MAX(id) AS id FROM release_outbox WHERE panel = ? AND remote_track_id = ? AND state = 'dead'`,
-  replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, updated_at = @now WHERE id = @id',
-  insertPending: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at)
-    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now)`,
+  replacePayload: 'UPDATE release_outbox SET body = @body, content_hash = @contentHash, trace_context = @traceContext, updated_at = @now WHERE id = @id',
+  insertPending: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, trace_context)
+    VALUES (@panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now, @traceContext)`,
   // The common enqueue in one statement: a track the panel has no row of yet is always a new row
   // (planEnqueue's 'insert'); any other track inserts nothing here and goes through planEnqueue.
   // It may be leased to the enqueuing outbox's worker at once (@owner, @until; both null otherwise).
-  insertNewTrack: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at)
-    SELECT @panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now, @owner, @until
+  insertNewTrack: `INSERT INTO release_outbox (panel, remote_track_id, body, content_hash, state, attempts, next_attempt_at, created_at, updated_at, lease_owner, lease_expires_at, trace_context)
+    SELECT @panel, @remoteTrackId, @body, @contentHash, 'pending', 0, @now, @now, @now, @owner, @until, @traceContext
     WHERE NOT EXISTS (SELECT 1 FROM release_outbox WHERE panel = @panel AND remote_track_id = @remoteTrackId)`,
   // A payload delivered after its row took a newer one; it keeps who recorded it (@owner).
   insertDelivered: `INSERT INTO release_outbox
@@ -29,7 +29,7 @@ export const SQLITE_OUTBOX_SQL = {
   recordedHistory: `SELECT 1 FROM release_outbox WHERE panel = @panel AND remote_track_id = @remoteTrackId AND state = 'delivered'
     AND history_of = @historyOf AND content_hash = @contentHash AND lease_owner = @owner AND release_id IS @releaseId LIMIT 1`,
   // One panel's due rows, oldest due first; a track's newer pending row waits for its older one.
-  due: `SELECT id, panel, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts FROM release_outbox AS candidate
+  due: `SELECT id, panel, remote_track_id AS remoteTrackId, body, content_hash AS contentHash, attempts, trace_context AS traceContext FROM release_outbox AS candidate
     WHERE state = 'pending' AND panel = @panel AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
       AND id NOT IN (SELECT value FROM json_each(@exclude))
       AND (remote_track_id IS NULL OR NOT EXISTS (

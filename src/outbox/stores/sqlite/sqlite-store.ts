@@ -74,6 +74,7 @@ export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStor
         now,
         owner,
         until,
+        traceContext: orNull(row.traceContext),
       });
       if (changes === 1) {
         // Inside the batch's transaction: were it rolled back and written again, the last call counts.
@@ -89,22 +90,28 @@ export function sqliteOutboxStore(options: SqliteOutboxStoreOptions): OutboxStor
     const latestDelivered = delivered && { ...delivered, releaseId: orUndefined(delivered.releaseId), historyOf: orUndefined(delivered.historyOf) };
     const newestDead = needsNewestDead(row, newestPending, latestDelivered) ? (statements.newestDead.get(panel, track) as { id: number | null }) : undefined;
     const plan = planEnqueue(row, newestPending, latestDelivered, orUndefined(newestDead?.id ?? null));
-    if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body: row.body, contentHash: row.contentHash, now });
+    const { body, contentHash } = row;
+    const traceContext = orNull(row.traceContext);
+    if (plan.action === 'replace-pending') statements.replacePayload.run({ id: plan.id, body, contentHash, traceContext, now });
     const inserted =
       plan.action === 'insert'
-        ? Number(statements.insertPending.run({ panel, remoteTrackId: orNull(track), body: row.body, contentHash: row.contentHash, now }).lastInsertRowid)
+        ? Number(statements.insertPending.run({ panel, remoteTrackId: orNull(track), body, contentHash, traceContext, now }).lastInsertRowid)
         : undefined;
     return enqueueResult(plan, inserted);
   };
 
-  type DueRecord = Omit<ClaimedRow, 'remoteTrackId'> & { remoteTrackId: string | null };
+  type DueRecord = Omit<ClaimedRow, 'remoteTrackId' | 'traceContext'> & { remoteTrackId: string | null; traceContext: string | null };
   const dueOf = (panel: string, request: ClaimRequest | FairClaimRequest, limit: number) =>
     statements.due.all({ panel, now: request.nowMs, limit, exclude: JSON.stringify(request.exclude ?? []) }) as DueRecord[];
   const leaseRows = (rows: DueRecord[], request: ClaimRequest | FairClaimRequest): ClaimedRow[] => {
     if (rows.length === 0) return [];
     // One statement for the whole claim, not one per row.
     statements.lease.run({ ids: JSON.stringify(rows.map((row) => row.id)), owner: request.owner, until: request.nowMs + request.leaseMs });
-    return rows.map(({ remoteTrackId, ...row }) => ({ ...row, remoteTrackId: orUndefined(remoteTrackId) }));
+    return rows.map(({ remoteTrackId, traceContext, ...row }) => ({
+      ...row,
+      remoteTrackId: orUndefined(remoteTrackId),
+      traceContext: orUndefined(traceContext),
+    }));
   };
 
   const claimDue = db.transaction((request: ClaimRequest) => leaseRows(dueOf(request.panel, request, request.limit), request));

@@ -84,7 +84,7 @@ if (haveMysql)
 
       const store = mysqlOutboxStore({ pool: newPool(), table });
       await store.migrate();
-      expect(await rowsOf(`SELECT version FROM ${names.migrations} ORDER BY version`)).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(await rowsOf(`SELECT version FROM ${names.migrations} ORDER BY version`)).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
       expect(await rowsOf(`SELECT id, state, feed_position FROM ${table} ORDER BY id`)).toEqual([
         { id: 1, state: 'delivered', feed_position: null },
         { id: 2, state: 'pending', feed_position: null },
@@ -108,7 +108,7 @@ if (haveMysql)
       await mysqlOutboxStore({ pool: newPool(), table }).migrate();
       expect(await shape()).toBe(upgraded);
       expect(upgraded.match(/CHECK/g)).toHaveLength(1);
-      expect(await rowsOf(`SELECT version FROM ${names.migrations} ORDER BY version`)).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(await rowsOf(`SELECT version FROM ${names.migrations} ORDER BY version`)).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
     });
 
     it('reads the feed, and finds deliveries waiting for a position, in their indexes', async () => {

@@ -67,7 +67,7 @@ if (havePostgres)
         const upgraded = postgresOutboxStore({ pool: newPool(), schema, table });
         await upgraded.migrate();
         const versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-        expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
         expect((await admin.query(checks)).rows.map((r) => r.conname)).toEqual([`${table}_states`]);
         expect(await upgraded.counts()).toEqual({ pending: 1, delivered: 3, dead: 0, cancelled: 0 });
         // Deliveries made before the upgrade get their positions on the first feed read, in delivery order.

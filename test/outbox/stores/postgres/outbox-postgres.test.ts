@@ -437,6 +437,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
       await admin.query(`ALTER TABLE ${names} DROP COLUMN panel`); // v4 (its indexes go with it)
       await admin.query(`DROP SEQUENCE "${schema}"."${table}_deliveries"`);
       await admin.query(`ALTER TABLE ${names} DROP COLUMN history_of`);
+      await admin.query(`ALTER TABLE ${names} DROP COLUMN trace_context`);
       await admin.query(`DELETE FROM "${schema}"."${table}_migrations" WHERE version >= 2`);
       await admin.query(`INSERT INTO ${names} (remote_track_id, body, content_hash, state, next_attempt_at, created_at, updated_at)
         VALUES ('t1', '{"v":2}', 'v2', 'pending', 1000, 1000, 1000)`);
@@ -452,7 +453,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         { id: 2, state: 'pending', body: '{"v":2}' },
       ]);
       versions = await admin.query(`SELECT version FROM "${schema}"."${table}_migrations" ORDER BY version`);
-      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       // v5's claim index replaced v4's, which a lookup of a track's pending row could take; v6 added the feed's.
       const indexes = await admin.query('SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname', [schema, table]);
       expect(indexes.rows.map((r) => r.indexname)).toEqual([
@@ -464,10 +465,10 @@ describe.skipIf(!havePostgres)('postgresOutboxStore()', () => {
         `${table}_pkey`,
         `${table}_unfed`,
       ]);
-      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (7, 0)`);
+      await admin.query(`INSERT INTO "${schema}"."${table}_migrations" (version, applied_at) VALUES (8, 0)`);
       await expect(
         postgresOutboxStore({ pool: newPool(), schema, table }).enqueue({ panel: 'panel-a', remoteTrackId: undefined, body: '{}', contentHash: 'h' }, 1),
-      ).rejects.toThrow(/schema v7, written by a newer version/);
+      ).rejects.toThrow(/schema v8, written by a newer version/);
     });
   });
 
