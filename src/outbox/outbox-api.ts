@@ -9,7 +9,7 @@ export type { DeliveriesQuery, Delivery, DeliveryPage } from './operations/deliv
 export type { CancelOptions, CancelResult } from './operations/operator-api.js';
 export type { PausedNow } from './operations/pauses.js';
 
-import type { EnqueueOptions, EnqueueResult, OutboxState, PanelCounts } from './store.js';
+import type { EnqueueOptions, EnqueueResult, OutboxState, PanelCounts, StoredRow } from './store.js';
 
 export interface OutboxStats {
   /** The counts are of this panel (a single-panel outbox's own, or the one asked for); undefined: every panel. */
@@ -148,4 +148,13 @@ export interface ReleaseOutbox {
   forgetFeed(name: string, query?: PanelQuery): Promise<void>;
   on<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
   off<E extends OutboxEventName>(event: E, listener: OutboxListener<E>): ReleaseOutbox;
+}
+
+/** Stored rows as `list()` shows them: the release parsed back, whether a worker holds it now. */
+export function entriesOf(rows: StoredRow[], nowMs: number): OutboxEntry[] {
+  return rows.map(({ body, contentHash: _hash, leaseOwner: _owner, leaseExpiresAt, ...row }) => ({
+    ...row,
+    release: (JSON.parse(body) as { release: Release }).release,
+    leased: row.state === 'pending' && leaseExpiresAt !== undefined && leaseExpiresAt > nowMs,
+  }));
 }

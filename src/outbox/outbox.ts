@@ -3,7 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { shown } from '../options.js';
-import { type Release, serializeRelease, validateRelease } from '../release.js';
+import { serializeRelease, validateRelease } from '../release.js';
 import { isWellFormedText } from '../text.js';
 import { tracedEnqueue } from '../tracing/outbox-spans.js';
 import { motherName } from '../tracing/span-attributes.js';
@@ -11,7 +11,7 @@ import { createOutboxEmitter, OUTBOX_TELEMETRY, type OutboxTelemetry } from './e
 import { operatorApi } from './operations/operator-api.js';
 import { Pauses } from './operations/pauses.js';
 import { type ReleaseOutboxOptions, resolveOutboxOptions, type StoreSource } from './options.js';
-import type { OutboxEntry, OutboxStats, ReleaseOutbox } from './outbox-api.js';
+import { entriesOf, type OutboxEntry, type OutboxStats, type ReleaseOutbox } from './outbox-api.js';
 import { manyPanelsRouting, singlePanelRouting } from './panels/panel-routing.js';
 import { panelScoping } from './panels/panel-scope.js';
 import { PanelSenders } from './panels/panel-senders.js';
@@ -34,10 +34,6 @@ function openStore(source: StoreSource): { store: OutboxStore; owned: boolean } 
   return { store: sqliteOutboxStore({ file: source.file }), owned: true };
 }
 
-function parseRelease(body: string): Release {
-  return (JSON.parse(body) as { release: Release }).release;
-}
-
 export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbox {
   const config = resolveOutboxOptions(options);
   const { store, owned } = openStore(config.storeSource);
@@ -57,8 +53,8 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     config,
   );
   // A store that is down fails the pause reads every second: said once, then once a minute.
-  const pauseTrouble = storeTroubleReporter(events, config.now);
-  const pauses = new Pauses(store, () => worker.kick(), pauseTrouble.report, pauseTrouble.recovered);
+  const { report, recovered } = storeTroubleReporter(events, config.now);
+  const pauses = new Pauses(store, () => worker.kick(), report, recovered);
   const worker = createDeliveryWorker({
     ...config,
     store,
@@ -70,14 +66,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     onProgress: () => void checkDrained(),
   });
 
-  function toEntries(rows: StoredRow[]): OutboxEntry[] {
-    const nowMs = config.now();
-    return rows.map(({ body, contentHash: _hash, leaseOwner: _owner, leaseExpiresAt, ...row }) => ({
-      ...row,
-      release: parseRelease(body),
-      leased: row.state === 'pending' && leaseExpiresAt !== undefined && leaseExpiresAt > nowMs,
-    }));
-  }
+  const toEntries = (rows: StoredRow[]): OutboxEntry[] => entriesOf(rows, config.now());
 
   function assertOpen(method: string): void {
     if (closed) throw new Error(`panel-license-guard: outbox.${method}() was called after close().`);
@@ -165,12 +154,7 @@ export function createReleaseOutbox(options: ReleaseOutboxOptions): ReleaseOutbo
     return kicked(result, leasedId === undefined);
   }
 
-  const takeBack = async (id: number) => {
-    const row = worker.takeBack(id);
-    if (row !== undefined) await worker.handBack(row);
-    return row !== undefined;
-  };
-  const operations = operatorApi({ store, scoping, events, pauses, now: config.now, kick: () => worker.kick(), takeBack, assertOpen });
+  const operations = operatorApi({ store, scoping, events, pauses, now: config.now, worker, assertOpen });
   const outbox: ReleaseOutbox = {
     ...operations,
     async enqueue(release, options) {

@@ -6,6 +6,7 @@ import { isWellFormedText } from '../../text.js';
 import type { OutboxEmitter } from '../events.js';
 import type { PanelScoping } from '../panels/panel-scope.js';
 import type { CancelAnswer, OutboxStore } from '../store.js';
+import type { DeliveryWorker } from '../worker/worker-contract.js';
 import { type DeliveryFeed, feedReader } from './delivery-feed.js';
 import type { PausedNow, Pauses } from './pauses.js';
 
@@ -45,9 +46,8 @@ export interface OperatorDeps {
   events: OutboxEmitter;
   pauses: Pauses;
   now: () => number;
-  kick: () => void;
-  /** This process's worker gives back a row it holds unsent (waiting for a slot), if it does. */
-  takeBack: (id: number) => Promise<boolean>;
+  /** This process's worker: kicked on resume; gives back a row it holds unsent (waiting for a slot). */
+  worker: Pick<DeliveryWorker, 'kick' | 'takeBack' | 'handBack'>;
   assertOpen: (method: string) => void;
 }
 
@@ -73,7 +73,9 @@ export function operatorApi(deps: OperatorDeps) {
     let answer: CancelAnswer = await cancel({ ...target, nowMs: now(), note: reason });
     for (let look = 0; answer.result === 'in-flight' && options.wait !== false; look++) {
       // Held by this process's worker but not sent yet (claimed ahead): given back unsent, then cancelled.
-      if (answer.id !== undefined && (await deps.takeBack(answer.id))) {
+      const held = answer.id === undefined ? undefined : deps.worker.takeBack(answer.id);
+      if (held !== undefined) {
+        await deps.worker.handBack(held);
         answer = await cancel({ ...target, nowMs: now(), note: reason });
         continue;
       }
@@ -95,7 +97,7 @@ export function operatorApi(deps: OperatorDeps) {
     const { panel: scoped } = scoping.scope(method, panel);
     await pauses.set(scoped, paused, now());
     events.emit(paused ? 'paused' : 'resumed', { panel: scoped });
-    if (!paused) deps.kick();
+    if (!paused) deps.worker.kick();
   }
 
   const feed: DeliveryFeed = feedReader({ store, scoping, now, assertOpen: deps.assertOpen, needs });

@@ -23,21 +23,18 @@ interface MemoryRow extends OperatedRow {
   traceContext?: string | undefined; // handed back on claims, never listed
 }
 
+/** What adoption and requeues clear: no release_id, no delivery, no lease. */
+const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: undefined } as const;
 /** A new row: never tried, leased, delivered or placed in the feed. */
 const NEVER_TRIED = {
+  ...UNSETTLED,
   attempts: 0,
   lastError: undefined,
-  releaseId: undefined,
-  leaseOwner: undefined,
   leaseExpiresAt: undefined,
-  deliveredAt: undefined,
   deliveredSeq: undefined,
   historyOf: undefined,
   feedPosition: undefined,
 } as const;
-
-/** What adoption and requeues clear: no release_id, no delivery, no lease. */
-const UNSETTLED = { releaseId: undefined, deliveredAt: undefined, leaseOwner: undefined } as const;
 
 /** Creates a store that keeps rows in a Map. Rows are copied in and out, as a database would. */
 export function memoryOutboxStore(): OutboxStore {
