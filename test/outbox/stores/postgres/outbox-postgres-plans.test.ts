@@ -92,6 +92,7 @@ describe.skipIf(!havePostgres)('postgresOutboxStore() query plans', () => {
         fresh.map(() => 1),
         none,
         none,
+        none,
       ]);
       const claim = await pagesRead(sql.claim, [0, 8, 'owner', 60_000, [], PANEL]);
       // With many panels: visit up to 8 panels from the start, none held or probing.
