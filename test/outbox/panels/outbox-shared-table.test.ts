@@ -129,7 +129,10 @@ describe('a table written before rows recorded their panel', () => {
         db.exec(
           'DROP INDEX release_outbox_panel_due; DROP INDEX release_outbox_panel_track; DROP INDEX release_outbox_list; DROP INDEX release_outbox_panel_list; DROP INDEX release_outbox_track_list',
         );
+        // And what later versions added: the feed's index (it names the panel) and the trace context.
+        db.exec('DROP INDEX release_outbox_feed');
         db.exec('ALTER TABLE release_outbox DROP COLUMN panel');
+        db.exec('ALTER TABLE release_outbox DROP COLUMN trace_context');
         db.pragma('user_version = 2');
         db.close();
         return [sqliteOutboxStore({ file }), sqliteOutboxStore({ file })];
