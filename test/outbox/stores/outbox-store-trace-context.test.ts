@@ -95,7 +95,7 @@ const table = `test_trace_${process.pid}`;
 afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
   await pool?.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => pool.end());
-  await mysqlPool?.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations`).finally(() => mysqlPool.end());
+  await mysqlPool?.query(`DROP TABLE IF EXISTS ${table}, ${table}_tracks, ${table}_migrations, ${table}_controls`).finally(() => mysqlPool.end());
 });
 
 describe('a table written before trace contexts', () => {
@@ -121,12 +121,12 @@ describe('a table written before trace contexts', () => {
   });
 
   if (pool)
-    it('PostgreSQL (v5): gains the column, keeps its rows, stores contexts in a caller’s transaction too', async () => {
+    it('PostgreSQL (v6): gains the column, keeps its rows, stores contexts in a caller’s transaction too', async () => {
       const before = postgresOutboxStore({ pool, schema, leaseClock: 'outbox' });
       const old = await before.enqueue(row('Old', 't-old', undefined), T0);
       await before.close();
       await pool.query(`ALTER TABLE "${schema}".release_outbox DROP COLUMN trace_context`);
-      await pool.query(`DELETE FROM "${schema}".release_outbox_migrations WHERE version = 6`);
+      await pool.query(`DELETE FROM "${schema}".release_outbox_migrations WHERE version = 7`);
       const after = postgresOutboxStore({ pool, schema, leaseClock: 'outbox' });
       try {
         await after.migrate?.();
@@ -151,12 +151,12 @@ describe('a table written before trace contexts', () => {
     });
 
   if (mysqlPool)
-    it('MySQL (v1): gains the column, keeps its rows, stores contexts in a caller’s transaction too', async () => {
+    it('MySQL (v2): gains the column, keeps its rows, stores contexts in a caller’s transaction too', async () => {
       const before = mysqlOutboxStore({ pool: mysqlPool, table, leaseClock: 'outbox' });
       const old = await before.enqueue(row('Old', 't-old', undefined), T0);
       await before.close();
       await mysqlPool.query(`ALTER TABLE ${table} DROP COLUMN trace_context`);
-      await mysqlPool.query(`DELETE FROM ${table}_migrations WHERE version = 2`);
+      await mysqlPool.query(`DELETE FROM ${table}_migrations WHERE version = 3`);
       const after = mysqlOutboxStore({ pool: mysqlPool, table, leaseClock: 'outbox' });
       try {
         await after.migrate?.();
