@@ -159,7 +159,9 @@ function migrateFile(db: SqliteDatabase, file: string, busyTimeoutMs: number): v
     if (current === 0) db.exec(SCHEMA);
     if (current === 1) db.exec(MIGRATE_V1_TO_V2);
     if (current === 1 || current === 2) db.exec(MIGRATE_V2_TO_V3);
-    if (current >= 1) db.exec(MIGRATE_V5_TO_V6);
+    // Looked for, not assumed: a step cut off before the version was recorded may have added it.
+    const hasTrace = db.prepare("SELECT 1 AS found FROM pragma_table_info('release_outbox') WHERE name = 'trace_context'").get() !== undefined;
+    if (current >= 1 && !hasTrace) db.exec(MIGRATE_V5_TO_V6);
     db.exec(INDEXES);
     migrateOperatorSchema(db, file);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
