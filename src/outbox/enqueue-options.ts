@@ -28,3 +28,11 @@ export interface EnqueueOptions {
    */
   query?: TransactionQuery;
 }
+
+/** What the memory and SQLite stores say when given a caller's transaction they cannot join. */
+export function refuseTransaction(store: string, options: EnqueueOptions | undefined): void {
+  if (options?.transaction !== undefined)
+    throw new TypeError(
+      `panel-license-guard: the ${store} store cannot join your transaction (\`transaction\` is for the PostgreSQL and MySQL stores). Drop it, or use postgresOutboxStore() or mysqlOutboxStore().`,
+    );
+}

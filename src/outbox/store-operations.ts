@@ -83,4 +83,13 @@ export interface OperatorStore {
   deliveries?(request: FeedRequest): Awaitable<FeedRow[]>;
 }
 
+/** One panel's waiting releases, as `panelCounts` ranks them (which panels are backed up). */
+export interface PanelCounts {
+  panel: string;
+  pending: number;
+  dead: number;
+  /** When its oldest pending row was stored (epoch ms). */
+  oldestPendingAt: number | undefined;
+}
+
 type Awaitable<T> = T | Promise<T>;

@@ -42,10 +42,11 @@ export interface NewOutboxRow {
 }
 
 import type { EnqueueOptions } from './enqueue-options.js';
-import type { OperatorStore } from './store-operations.js';
+import type { OperatorStore, PanelCounts } from './store-operations.js';
 
 export type { EnqueueOptions, TransactionQuery } from './enqueue-options.js';
-export type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore } from './store-operations.js';
+export { refuseTransaction } from './enqueue-options.js';
+export type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore, PanelCounts } from './store-operations.js';
 
 /**
  * The outbox's own worker would take the new row now (it has room, and its last claim found no
@@ -291,20 +292,4 @@ export interface OutboxStore extends OperatorStore {
   /** One bounded step of retention. Optional: without it, `retention` has nothing to call. */
   prune?(request: PruneRequest): Awaitable<PruneResult>;
   close(): Awaitable<void>;
-}
-
-export interface PanelCounts {
-  panel: string;
-  pending: number;
-  dead: number;
-  /** When its oldest pending row was stored (epoch ms). */
-  oldestPendingAt: number | undefined;
-}
-
-/** What the memory and SQLite stores say when given a caller's transaction they cannot join. */
-export function refuseTransaction(store: string, options: EnqueueOptions | undefined): void {
-  if (options?.transaction !== undefined)
-    throw new TypeError(
-      `panel-license-guard: the ${store} store cannot join your transaction (\`transaction\` is for the PostgreSQL and MySQL stores). Drop it, or use postgresOutboxStore() or mysqlOutboxStore().`,
-    );
 }
