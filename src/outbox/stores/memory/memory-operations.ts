@@ -2,21 +2,12 @@
 // feed positions), and hand out feed positions to deliveries in the order they were recorded.
 
 import type { OutboxState, StoredRow } from '../../store.js';
-import { CONTROL_NAME_MAX, type OperatorStore } from '../../store-operations.js';
+import type { OperatorStore } from '../../store-operations.js';
+import { checkControl } from '../shared/control-values.js';
 
 /** The memory store's row, as these operations need it. */
 export interface OperatedRow extends StoredRow {
   feedPosition: number | undefined;
-}
-
-/** Refuses a control name or value a SQL store could not keep, so every store says the same. */
-export function checkControl(name: string, value: string | undefined): void {
-  if (typeof name !== 'string' || name === '' || name.length > CONTROL_NAME_MAX)
-    throw new TypeError(
-      `panel-license-guard: a control name is a non-empty string of at most ${CONTROL_NAME_MAX} characters, received ${String(name).length} characters.`,
-    );
-  if (value !== undefined && (typeof value !== 'string' || value.length > 64))
-    throw new TypeError(`panel-license-guard: a control value is a string of at most 64 characters (control "${name}").`);
 }
 
 /** The operations over the store's rows (`rows()` throws once the store is closed). */

@@ -3,7 +3,7 @@
 
 import type { OutboxState } from '../../store.js';
 import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore } from '../../store-operations.js';
-import { checkControl } from '../memory/memory-operations.js';
+import { checkControl } from '../shared/control-values.js';
 import { fitText, type MysqlValue, rowCount, run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlResult, type MysqlTableNames, type Row, rowsOf } from './mysql-schema.js';
 import { num } from './mysql-sql.js';

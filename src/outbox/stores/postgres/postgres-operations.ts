@@ -3,7 +3,7 @@
 
 import type { OutboxState } from '../../store.js';
 import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow } from '../../store-operations.js';
-import { checkControl } from '../memory/memory-operations.js';
+import { checkControl } from '../shared/control-values.js';
 import { FEED_COUNTER, operationStatements } from './postgres-operations-sql.js';
 import { type PgPool, type PgQueryable, privilegeError, type TableNames } from './postgres-schema.js';
 import { num, orNull, type Row } from './postgres-sql.js';
