@@ -4,6 +4,7 @@
 import type { OutboxState } from '../../store.js';
 import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow, OperatorStore } from '../../store-operations.js';
 import { checkControl } from '../shared/control-values.js';
+import { feedRow } from '../shared/sql-rows.js';
 import { fitText, type MysqlValue, rowCount, run } from './mysql-params.js';
 import { headerOf, type MysqlQueryable, type MysqlResult, type MysqlTableNames, type Row, rowsOf } from './mysql-schema.js';
 import { num } from './mysql-sql.js';
@@ -149,15 +150,7 @@ export function createMysqlOperations({ names, now, query, inTransaction }: Mysq
           : panel === ''
             ? query(sql.feedOfUnassigned, [after, rowCount(limit)])
             : query(sql.feedOfPanel, [panel, after, rowCount(limit)]);
-      return rowsOf(await read).map((r) => ({
-        position: Number(r.feed_position),
-        id: Number(r.id),
-        panel: r.panel as string,
-        remoteTrackId: (r.remote_track_id as string | null) ?? undefined,
-        releaseId: num(r.release_id),
-        contentHash: r.content_hash as string,
-        deliveredAt: Number(r.delivered_at),
-      }));
+      return rowsOf(await read).map(feedRow);
     },
   };
 }

@@ -4,6 +4,7 @@
 import type { OutboxState } from '../../store.js';
 import type { CancelAnswer, CancelRequest, FeedRequest, FeedRow } from '../../store-operations.js';
 import { checkControl } from '../shared/control-values.js';
+import { feedRow } from '../shared/sql-rows.js';
 import { FEED_COUNTER, operationStatements } from './postgres-operations-sql.js';
 import { type PgPool, type PgQueryable, privilegeError, type TableNames } from './postgres-schema.js';
 import { num, orNull, type Row } from './postgres-sql.js';
@@ -117,15 +118,7 @@ export function createPostgresOperations({ pool, names, leaseClock, ready, inTra
     const { rows } = await inIndexOrder((client) =>
       panel === undefined ? client.query(sql.feed, [after, limit]) : client.query(sql.feedOfPanel, [after, limit, panel]),
     );
-    return rows.map((row) => ({
-      position: Number(row.feed_position),
-      id: Number(row.id),
-      panel: row.panel as string,
-      remoteTrackId: (row.remote_track_id as string | null) ?? undefined,
-      releaseId: num(row.release_id),
-      contentHash: row.content_hash as string,
-      deliveredAt: Number(row.delivered_at),
-    }));
+    return rows.map(feedRow);
   }
 
   // A user granted only what older versions needed lacks privileges on the controls table: say which.

@@ -1,6 +1,6 @@
 // How the SQL stores' rows read back, and the two conversions every statement's values need: the
 // same columns on PostgreSQL and MySQL (SQLite names its own in its SQL).
-import type { ClaimedRow, OutboxState, StoredRow } from '../../store.js';
+import type { ClaimedRow, FeedRow, OutboxState, StoredRow } from '../../store.js';
 
 export type Row = Record<string, unknown>;
 /** A number column that may be NULL. */
@@ -38,5 +38,18 @@ export function claimedRow(r: Row): ClaimedRow {
     contentHash: r.content_hash as string,
     attempts: Number(r.attempts),
     traceContext: (r.trace_context as string | null | undefined) ?? undefined,
+  };
+}
+
+/** A delivery as the feed reads it (`deliveries`). */
+export function feedRow(r: Row): FeedRow {
+  return {
+    position: Number(r.feed_position),
+    id: Number(r.id),
+    panel: r.panel as string,
+    remoteTrackId: (r.remote_track_id as string | null) ?? undefined,
+    releaseId: num(r.release_id),
+    contentHash: r.content_hash as string,
+    deliveredAt: Number(r.delivered_at),
   };
 }
